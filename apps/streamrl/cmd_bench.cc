@@ -1,0 +1,34 @@
+// `streamrl bench NAME [--json]`: runs one benchmark from bench/ and prints its JSON result.
+#include <iostream>
+
+#include "commands.h"
+#include "registry.h"
+#include "streamrl/core/errors.h"
+
+namespace streamrl::cli {
+
+void add_bench(CLI::App& root, CommandList& out) {
+  auto* app = root.add_subcommand("bench", "Run a benchmark (side-by-side variants, JSON result)");
+  auto name = std::make_shared<std::string>();
+  auto json = std::make_shared<bool>(false);
+  auto opts = std::make_shared<bench::BenchOptions>();
+  std::string names;
+  for (const auto& b : bench::all_benchmarks()) names += "\n  " + b.name + ": " + b.description;
+  app->add_option("name", *name, "Benchmark name:" + names)->required();
+  app->add_flag("--json", *json, "Make the last line printed one JSON object");
+  app->add_flag("--quick", opts->quick, "Smaller workload (smoke test)");
+  app->add_option("--threads", opts->threads, "Threads (default: all cores)");
+  out.push_back({app, [name, json, opts] {
+                   for (const auto& b : bench::all_benchmarks()) {
+                     if (b.name != *name) continue;
+                     nlohmann::json r = b.run(*opts);
+                     r["benchmark"] = b.name;
+                     std::cout << (*json ? r.dump() : r.dump(2)) << std::endl;
+                     return 0;
+                   }
+                   throw UsageError("unknown benchmark '" + *name +
+                                    "' (see streamrl bench --help)");
+                 }});
+}
+
+}  // namespace streamrl::cli

@@ -1,0 +1,30 @@
+// Subcommands of the single `streamrl` binary (DESIGN.md §11). Each file `cmd_NAME.cc` registers
+// one subcommand; main.cc runs whichever the user picked and maps exceptions to exit codes.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace streamrl::cli {
+
+// What a subcommand contributes: its CLI11 node and the action run after a successful parse.
+// The action returns the process exit code (0 ok) or throws a streamrl error.
+struct Command {
+  CLI::App* app = nullptr;
+  std::function<int()> run;
+};
+
+using CommandList = std::vector<Command>;
+
+void add_doctor(CLI::App& root, CommandList& out);
+void add_init(CLI::App& root, CommandList& out);
+void add_tasks(CLI::App& root, CommandList& out);
+void add_sft(CLI::App& root, CommandList& out);
+void add_eval(CLI::App& root, CommandList& out);
+void add_generate(CLI::App& root, CommandList& out);
+void add_bench(CLI::App& root, CommandList& out);
+
+}  // namespace streamrl::cli

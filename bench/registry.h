@@ -1,0 +1,27 @@
+// Benchmarks run as `streamrl bench NAME [--json]`. Each runs its compared variants side by side in
+// one process and returns one JSON object with the figures and the goal each is measured against
+// (DESIGN.md §12).
+#pragma once
+
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace streamrl::bench {
+
+struct BenchOptions {
+  bool quick = false;  // a smaller workload, for smoke tests
+  int threads = 0;     // 0 = all available cores
+};
+
+struct Benchmark {
+  std::string name;
+  std::string description;
+  std::function<nlohmann::json(const BenchOptions&)> run;
+};
+
+// All benchmarks, in a stable order.
+const std::vector<Benchmark>& all_benchmarks();
+
+}  // namespace streamrl::bench

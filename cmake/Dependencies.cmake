@@ -1,0 +1,24 @@
+# Dependency discovery: every dependency is a Debian package (DESIGN.md §3), nothing is downloaded.
+find_package(Torch REQUIRED)
+find_package(yaml-cpp REQUIRED)
+find_package(nlohmann_json REQUIRED)
+find_package(Threads REQUIRED)
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
+
+find_path(HTTPLIB_INCLUDE_DIR httplib.h REQUIRED)
+find_path(CLI11_INCLUDE_DIR CLI/CLI.hpp REQUIRED)
+add_library(streamrl_httplib INTERFACE)
+target_include_directories(streamrl_httplib SYSTEM INTERFACE ${HTTPLIB_INCLUDE_DIR})
+target_link_libraries(streamrl_httplib INTERFACE Threads::Threads)
+add_library(streamrl_cli11 INTERFACE)
+target_include_directories(streamrl_cli11 SYSTEM INTERFACE ${CLI11_INCLUDE_DIR})
+
+# OpenBLAS's own thread pool must be sized per role (DESIGN.md §3); we call openblas_set_num_threads
+# through the library that libblas.so.3 resolves to at run time.
+find_library(OPENBLAS_LIBRARY NAMES openblas PATHS /usr/lib/x86_64-linux-gnu/openblas-pthread REQUIRED)
+
+if(STREAMRL_BUILD_TESTS)
+  find_package(GTest REQUIRED)
+  include(GoogleTest)
+endif()

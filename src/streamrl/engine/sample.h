@@ -1,0 +1,39 @@
+// The one sample record that flows from the engine through the SGS to the trainer unchanged
+// (STYLE.md habit 3). Fields may be added; their meaning never changes between stages.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace streamrl::engine {
+
+enum class FinishReason { kStop, kLength, kAborted };
+
+const char* to_string(FinishReason reason);
+
+// How to sample one request's outputs. Defaults reproduce plain ancestral sampling.
+struct SamplingParams {
+  float temperature = 1.0f;             // 0 = greedy
+  int top_k = 0;                        // 0 = no limit
+  float top_p = 1.0f;                   // nucleus mass kept; 1 = no limit
+  uint64_t seed = 0;                    // same seed + same inputs = same tokens, at any batch size
+  int max_new_tokens = 128;             // hard cap on generated tokens
+  std::vector<int32_t> stop_token_ids;  // finishing tokens (kept in output_ids)
+};
+
+struct Sample {
+  int64_t request_id = 0;    // caller's id of the prompt
+  int32_t sample_index = 0;  // 0..n-1 within the request's group
+  std::vector<int32_t> prompt_ids;
+  std::vector<int32_t> output_ids;
+  std::vector<float> logprobs;  // [output_ids.size()] log-prob of each output token under the
+                                // sampling distribution before top-k/top-p (logits/temperature)
+  FinishReason finish_reason = FinishReason::kLength;
+  int64_t weight_version = 0;  // version of the weights that generated every token
+  double queue_s = 0;          // seconds waiting before prefill, steady clock
+  double prefill_s = 0;        // seconds in prefill
+  double decode_s = 0;         // seconds from first decode step to finish
+};
+
+}  // namespace streamrl::engine

@@ -1,0 +1,28 @@
+// Token sampling for a batch of rows, vectorised over the batch. Randomness is counter-based: the
+// uniform for (seed, stream, step) is a hash, so a row's tokens do not depend on which other rows
+// share its batch (prefix sharing and continuous batching reproduce batch-of-one results).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <vector>
+
+#include "streamrl/engine/sample.h"
+
+namespace streamrl::engine {
+
+// Uniform in [0, 1) from (seed, stream, step): splitmix64 over a combined key.
+double counter_uniform(uint64_t seed, uint64_t stream, uint64_t step);
+
+struct SampledTokens {
+  torch::Tensor tokens;    // [B] int64
+  torch::Tensor logprobs;  // [B] float, log-prob under softmax(logits / temperature)
+};
+
+// logits [B, V] float; one SamplingParams and one uniform per row. Greedy rows (temperature 0)
+// take the argmax and report its log-prob at temperature 1.
+SampledTokens sample_tokens(const torch::Tensor& logits,
+                            const std::vector<const SamplingParams*>& params,
+                            const std::vector<double>& uniforms);
+
+}  // namespace streamrl::engine

@@ -1,0 +1,80 @@
+#include "streamrl/model/checkpoint.h"
+
+#include <unistd.h>
+
+#include <sstream>
+
+#include "streamrl/core/errors.h"
+#include "streamrl/core/fs.h"
+#include "streamrl/model/safetensors.h"
+
+namespace streamrl::model {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string shape_str(c10::IntArrayRef shape) {
+  std::ostringstream ss;
+  ss << shape;
+  return ss.str();
+}
+
+}  // namespace
+
+void save_checkpoint(const fs::path& dir, CausalLM& model, const std::string& tokenizer_json,
+                     const std::map<std::string, std::string>& extra_files) {
+  fs::path tmp = dir;
+  tmp += ".tmp." + std::to_string(::getpid());
+  fs::remove_all(tmp);
+  fs::create_directories(tmp);
+  TensorMap tensors;
+  for (auto& [name, t] : model->named_weights()) {
+    tensors[name] = t.detach().to(torch::kFloat32).contiguous();
+  }
+  write_safetensors(tmp / "model.safetensors", tensors, {{"format", "pt"}});
+  core::write_file_atomic(tmp / "config.json", to_json(model->config()).dump(2) + "\n");
+  core::write_file_atomic(tmp / "tokenizer.json", tokenizer_json);
+  for (const auto& [name, bytes] : extra_files) core::write_file_atomic(tmp / name, bytes);
+  core::replace_directory(tmp, dir);
+}
+
+void load_weights(CausalLM& model, const std::map<std::string, torch::Tensor>& weights,
+                  const std::string& source) {
+  torch::NoGradGuard no_grad;
+  std::map<std::string, torch::Tensor> expected;
+  for (auto& [name, t] : model->named_weights()) expected[name] = t;
+  for (const auto& [name, param] : expected) {
+    auto it = weights.find(name);
+    if (it == weights.end()) {
+      throw InputError(source + ": tensor '" + name + "' is missing (expected shape " +
+                       shape_str(param.sizes()) + ")");
+    }
+    if (it->second.sizes() != param.sizes()) {
+      throw InputError(source + ": tensor '" + name + "' has shape " +
+                       shape_str(it->second.sizes()) + ", expected " + shape_str(param.sizes()));
+    }
+    if (!it->second.is_floating_point()) {
+      throw InputError(source + ": tensor '" + name + "' has non-float dtype " +
+                       std::string(c10::toString(it->second.scalar_type())));
+    }
+    param.copy_(it->second.to(torch::kFloat32));
+  }
+  for (const auto& [name, t] : weights) {
+    // Tied checkpoints sometimes still carry lm_head.weight; it must then equal the embedding.
+    if (expected.count(name) || (name == "lm_head.weight" && model->config().tie_word_embeddings)) {
+      continue;
+    }
+    throw InputError(source + ": unexpected tensor '" + name + "' (shape " + shape_str(t.sizes()) +
+                     ") does not belong to this model config");
+  }
+}
+
+CausalLM load_model(const fs::path& dir) {
+  if (!fs::is_directory(dir)) throw InputError("checkpoint directory not found: " + dir.string());
+  ModelConfig config = load_model_config(dir / "config.json");
+  CausalLM model(config);
+  load_weights(model, read_safetensors_dir(dir), dir.string());
+  return model;
+}
+
+}  // namespace streamrl::model

@@ -1,0 +1,32 @@
+// Checkpoint directories in Hugging Face layout: config.json + model.safetensors (or sharded with
+// model.safetensors.index.json) + tokenizer.json, plus whatever extra files a trainer adds.
+// Saving writes a sibling temporary directory and renames it into place, so a crash never leaves a
+// half-written checkpoint under the final name.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include "streamrl/model/model_config.h"
+#include "streamrl/model/transformer.h"
+
+namespace streamrl::model {
+
+// Writes `dir` atomically: config.json, model.safetensors (F32), tokenizer.json (given text), and
+// `extra_files` (name -> bytes). Throws RuntimeFailure on I/O errors.
+void save_checkpoint(const std::filesystem::path& dir, CausalLM& model,
+                     const std::string& tokenizer_json,
+                     const std::map<std::string, std::string>& extra_files = {});
+
+// Reads config.json and the weights of `dir` into a new model (F16/BF16 weights converted to F32).
+// Throws InputError naming the file for a missing/corrupt file, and naming the tensor and both
+// shapes for a missing or mis-shaped tensor. Unexpected extra tensors are an error too.
+CausalLM load_model(const std::filesystem::path& dir);
+
+// Copies `weights` (HF name -> tensor, any float dtype) into `model`, with the same checks.
+// `source` names where the weights came from, for error messages.
+void load_weights(CausalLM& model, const std::map<std::string, torch::Tensor>& weights,
+                  const std::string& source);
+
+}  // namespace streamrl::model

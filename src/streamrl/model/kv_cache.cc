@@ -1,0 +1,31 @@
+#include "streamrl/model/kv_cache.h"
+
+namespace streamrl::model {
+
+KVCache::KVCache(const ModelConfig& config, int64_t num_slots, int64_t max_tokens)
+    : num_slots_(num_slots), max_tokens_(max_tokens) {
+  TORCH_CHECK(num_slots > 0 && max_tokens > 0, "KVCache needs slots and tokens, got ", num_slots,
+              " x ", max_tokens);
+  for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
+    k_.push_back(
+        torch::zeros({num_slots, max_tokens, config.num_key_value_heads, config.head_dim}));
+    v_.push_back(torch::zeros_like(k_.back()));
+  }
+}
+
+int64_t KVCache::bytes() const {
+  int64_t total = 0;
+  for (const auto& t : k_) total += 2 * t.numel() * t.element_size();
+  return total;
+}
+
+void KVCache::copy_prefix(int64_t src, int64_t dst, int64_t num_tokens) {
+  if (src == dst || num_tokens == 0) return;
+  torch::NoGradGuard no_grad;
+  for (size_t l = 0; l < k_.size(); ++l) {
+    k_[l][dst].narrow(0, 0, num_tokens).copy_(k_[l][src].narrow(0, 0, num_tokens));
+    v_[l][dst].narrow(0, 0, num_tokens).copy_(v_[l][src].narrow(0, 0, num_tokens));
+  }
+}
+
+}  // namespace streamrl::model

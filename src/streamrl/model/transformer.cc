@@ -1,0 +1,261 @@
+#include "streamrl/model/transformer.h"
+
+#include <cmath>
+#include <limits>
+
+#include "streamrl/model/kv_cache.h"
+
+namespace streamrl::model {
+namespace {
+
+using torch::Tensor;
+using torch::indexing::Slice;
+
+// A module holding one named parameter, so that HF names like "input_layernorm.weight" come out of
+// the module tree (parameter names cannot contain dots).
+std::shared_ptr<torch::nn::Module> param_holder(const Tensor& value, Tensor* out) {
+  auto m = std::make_shared<torch::nn::Module>();
+  *out = m->register_parameter("weight", value);
+  return m;
+}
+
+torch::nn::Linear make_linear(int64_t in, int64_t out, bool bias) {
+  return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
+}
+
+Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
+  // Llama/Qwen2 RMSNorm: normalise in fp32, then scale.
+  return x * torch::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + eps) * weight;
+}
+
+Tensor rotate_half(const Tensor& x) {
+  int64_t half = x.size(-1) / 2;
+  return torch::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
+}
+
+// x [B, T, heads, hd]; cos/sin [B, T, 1, hd]. HF's non-interleaved rotary convention.
+Tensor apply_rope(const Tensor& x, const Tensor& cos, const Tensor& sin) {
+  return x * cos + rotate_half(x) * sin;
+}
+
+constexpr float kMasked = -std::numeric_limits<float>::infinity();
+
+}  // namespace
+
+// One decoder block. Submodule and parameter names follow HF so named_parameters() are HF names.
+struct CausalLMImpl::Layer : torch::nn::Module {
+  Layer(const ModelConfig& c) {
+    auto attn = register_module("self_attn", std::make_shared<torch::nn::Module>());
+    const int64_t d = c.hidden_size, hd = c.head_dim;
+    q_proj = attn->register_module("q_proj",
+                                   make_linear(d, c.num_attention_heads * hd, c.attention_bias));
+    k_proj = attn->register_module("k_proj",
+                                   make_linear(d, c.num_key_value_heads * hd, c.attention_bias));
+    v_proj = attn->register_module("v_proj",
+                                   make_linear(d, c.num_key_value_heads * hd, c.attention_bias));
+    o_proj =
+        attn->register_module("o_proj", make_linear(c.num_attention_heads * hd, d, c.o_proj_bias));
+    auto mlp = register_module("mlp", std::make_shared<torch::nn::Module>());
+    gate_proj = mlp->register_module("gate_proj", make_linear(d, c.intermediate_size, c.mlp_bias));
+    up_proj = mlp->register_module("up_proj", make_linear(d, c.intermediate_size, c.mlp_bias));
+    down_proj = mlp->register_module("down_proj", make_linear(c.intermediate_size, d, c.mlp_bias));
+    register_module("input_layernorm", param_holder(torch::ones({d}), &input_norm));
+    register_module("post_attention_layernorm", param_holder(torch::ones({d}), &post_norm));
+  }
+
+  torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
+  torch::nn::Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
+  Tensor input_norm, post_norm;  // [D]
+};
+
+// Where the inference path stores new keys/values: flat (slot, position) pairs of valid tokens and
+// the rows of the flattened [B*T] batch they come from. Computed once per forward, used per layer.
+struct CausalLMImpl::KvWrite {
+  Tensor slot;     // [N] int64
+  Tensor pos;      // [N] int64
+  Tensor src;      // [N] int64 index into B*T
+  Tensor slots;    // [B] int64 slot of each row
+  int64_t kv_len;  // keys attended: positions [0, kv_len) of each slot
+};
+
+CausalLMImpl::CausalLMImpl(const ModelConfig& config, uint64_t seed) : config_(config) {
+  config_.validate();
+  const ModelConfig& c = config_;
+  auto backbone = register_module("model", std::make_shared<torch::nn::Module>());
+  embed_tokens_ =
+      backbone->register_module("embed_tokens", torch::nn::Embedding(c.vocab_size, c.hidden_size));
+  auto list = backbone->register_module("layers", torch::nn::ModuleList());
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    layers_.push_back(std::make_shared<Layer>(c));
+    list->push_back(layers_.back());
+  }
+  backbone->register_module("norm", param_holder(torch::ones({c.hidden_size}), &final_norm_));
+  if (!c.tie_word_embeddings) {
+    auto head = register_module("lm_head", make_linear(c.hidden_size, c.vocab_size, false));
+    lm_head_ = head->weight;
+  }
+
+  // Deterministic init from our own generator: matrices N(0, initializer_range), biases 0.
+  auto gen = at::detail::createCPUGenerator(seed);
+  torch::NoGradGuard no_grad;
+  for (auto& p : named_parameters()) {
+    const std::string& name = p.key();
+    if (name.ends_with("layernorm.weight") || name == "model.norm.weight") continue;
+    if (p.value().dim() == 1) {
+      p.value().zero_();
+    } else {
+      p.value().normal_(0.0, c.initializer_range, gen);
+    }
+  }
+
+  // RoPE tables for every position the config allows: angle[p, i] = p * inv_freq[i mod hd/2].
+  auto inv_freq = torch::tensor(c.rope_inv_freq(), torch::kFloat64);
+  auto pos = torch::arange(c.max_position_embeddings, torch::kFloat64);
+  auto angles = torch::outer(pos, inv_freq);
+  auto emb = torch::cat({angles, angles}, -1);
+  rope_cos_ = emb.cos().to(torch::kFloat32);
+  rope_sin_ = emb.sin().to(torch::kFloat32);
+}
+
+Tensor CausalLMImpl::run(const Tensor& tokens, const Tensor& positions, const Tensor& mask,
+                         KVCache* cache, const KvWrite* write) {
+  const ModelConfig& c = config_;
+  const int64_t B = tokens.size(0), T = tokens.size(1);
+  const int64_t H = c.num_attention_heads, Hkv = c.num_key_value_heads, hd = c.head_dim;
+  const int64_t G = H / Hkv;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+
+  Tensor flat_pos = positions.reshape({-1});
+  Tensor cos = rope_cos_.index_select(0, flat_pos).view({B, T, 1, hd});
+  Tensor sin = rope_sin_.index_select(0, flat_pos).view({B, T, 1, hd});
+  // mask [B, 1, 1, T, L] additive, broadcast over kv heads and group members.
+  Tensor mask5 = mask.unsqueeze(1).unsqueeze(1);
+
+  Tensor h = embed_tokens_->forward(tokens);  // [B, T, D]
+  for (size_t li = 0; li < layers_.size(); ++li) {
+    Layer& layer = *layers_[li];
+    Tensor x = rms_norm(h, layer.input_norm, c.rms_norm_eps);
+    Tensor q = layer.q_proj->forward(x).view({B, T, H, hd});
+    Tensor k = layer.k_proj->forward(x).view({B, T, Hkv, hd});
+    Tensor v = layer.v_proj->forward(x).view({B, T, Hkv, hd});
+    q = apply_rope(q, cos, sin);
+    k = apply_rope(k, cos, sin);
+
+    Tensor keys = k, vals = v;  // [B, L, Hkv, hd]
+    if (cache != nullptr) {
+      Tensor& ck = cache->keys(li);
+      Tensor& cv = cache->values(li);
+      ck.index_put_({write->slot, write->pos},
+                    k.reshape({B * T, Hkv, hd}).index_select(0, write->src));
+      cv.index_put_({write->slot, write->pos},
+                    v.reshape({B * T, Hkv, hd}).index_select(0, write->src));
+      keys = ck.index_select(0, write->slots).narrow(1, 0, write->kv_len);
+      vals = cv.index_select(0, write->slots).narrow(1, 0, write->kv_len);
+    }
+    const int64_t L = keys.size(1);
+    // Grouped-query attention without copying keys per query head: query head h = j*G + g uses kv
+    // head j, so fold the G group members into the query-length dimension.
+    Tensor qg = q.view({B, T, Hkv, G, hd}).permute({0, 2, 3, 1, 4}).reshape({B, Hkv, G * T, hd});
+    Tensor kt = keys.permute({0, 2, 3, 1});  // [B, Hkv, hd, L]
+    Tensor scores = torch::matmul(qg, kt).mul_(scale).view({B, Hkv, G, T, L}) + mask5;
+    Tensor probs = torch::softmax(scores, -1).view({B, Hkv, G * T, L});
+    Tensor attn = torch::matmul(probs, vals.permute({0, 2, 1, 3}));  // [B, Hkv, G*T, hd]
+    attn = attn.view({B, Hkv, G, T, hd}).permute({0, 3, 1, 2, 4}).reshape({B, T, H * hd});
+    h = h + layer.o_proj->forward(attn);
+
+    Tensor y = rms_norm(h, layer.post_norm, c.rms_norm_eps);
+    Tensor mlp = layer.down_proj->forward(torch::silu(layer.gate_proj->forward(y)) *
+                                          layer.up_proj->forward(y));
+    h = h + mlp;
+  }
+  return rms_norm(h, final_norm_, c.rms_norm_eps);
+}
+
+Tensor CausalLMImpl::output_logits(const Tensor& hidden) {
+  return torch::linear(hidden, lm_head_.defined() ? lm_head_ : embed_tokens_->weight);
+}
+
+ScoreOutput CausalLMImpl::score(const Tensor& tokens, const Tensor& valid,
+                                const ScoreOptions& options) {
+  TORCH_CHECK(tokens.dim() == 2 && valid.sizes() == tokens.sizes(),
+              "score: tokens and valid must both be [B, T], got ", tokens.sizes(), " and ",
+              valid.sizes());
+  const int64_t T = tokens.size(1);
+  Tensor valid_b = valid.to(torch::kBool);
+  // Positions count valid tokens before each one, so left padding does not shift RoPE.
+  Tensor positions = (valid_b.to(torch::kLong).cumsum(1) - 1).clamp_min(0);
+  // Key j is visible to query i when j <= i and j is a real token. A padding query sees itself
+  // only, which keeps its softmax finite; its output is discarded.
+  Tensor idx = torch::arange(T, tokens.options().dtype(torch::kLong));
+  Tensor causal = idx.view({1, T}) <= idx.view({T, 1});         // [T, T]
+  Tensor allowed = causal.unsqueeze(0) & valid_b.unsqueeze(1);  // [B, T, T]
+  allowed = allowed | torch::eye(T, valid_b.options()).unsqueeze(0);
+  Tensor mask = torch::zeros(allowed.sizes(), torch::kFloat32).masked_fill_(~allowed, kMasked);
+
+  Tensor hidden = run(tokens, positions, mask, nullptr, nullptr);
+  Tensor logits = output_logits(hidden);  // [B, T, V]; position t predicts token t+1
+  Tensor logp = torch::log_softmax(logits.narrow(1, 0, T - 1), -1);
+  Tensor target = tokens.narrow(1, 1, T - 1).unsqueeze(-1);
+  // A target counts only when it and its predecessor are valid (the first token has no context).
+  Tensor scored = valid_b.narrow(1, 1, T - 1) & valid_b.narrow(1, 0, T - 1);
+  Tensor lp = logp.gather(-1, target).squeeze(-1).masked_fill(~scored, 0.0);
+
+  ScoreOutput out;
+  out.logprobs = torch::cat({torch::zeros({tokens.size(0), 1}, lp.options()), lp}, 1);
+  if (options.return_entropy) {
+    Tensor ent = -(logp.exp() * logp).sum(-1).masked_fill(~scored, 0.0);
+    out.entropy = torch::cat({torch::zeros({tokens.size(0), 1}, ent.options()), ent}, 1);
+  }
+  if (options.return_logits) out.logits = logits;
+  return out;
+}
+
+Tensor CausalLMImpl::forward_cached(const Tensor& tokens, const Tensor& positions,
+                                    const Tensor& valid, const Tensor& slots, KVCache& cache) {
+  TORCH_CHECK(tokens.dim() == 2 && positions.sizes() == tokens.sizes() &&
+                  valid.sizes() == tokens.sizes() && slots.dim() == 1 &&
+                  slots.size(0) == tokens.size(0),
+              "forward_cached: tokens/positions/valid must be [B, T] and slots [B], got ",
+              tokens.sizes(), positions.sizes(), valid.sizes(), slots.sizes());
+  const int64_t B = tokens.size(0), T = tokens.size(1);
+  Tensor valid_b = valid.to(torch::kBool);
+  Tensor pos = positions.masked_fill(~valid_b, 0);
+  const int64_t kv_len = pos.max().item<int64_t>() + 1;
+  TORCH_CHECK(kv_len <= cache.max_tokens() && kv_len <= config_.max_position_embeddings,
+              "forward_cached: position ", kv_len - 1, " exceeds the cache (", cache.max_tokens(),
+              ") or the model (", config_.max_position_embeddings, ")");
+
+  KvWrite write;
+  Tensor flat_valid = valid_b.reshape({-1});
+  write.src = flat_valid.nonzero().squeeze(1);
+  write.slot = slots.view({B, 1}).expand({B, T}).reshape({-1}).index_select(0, write.src);
+  write.pos = pos.reshape({-1}).index_select(0, write.src);
+  write.slots = slots;
+  write.kv_len = kv_len;
+
+  // A query at position p sees cached positions 0..p of its slot (earlier steps or this one).
+  Tensor key_pos = torch::arange(kv_len, pos.options());
+  Tensor allowed = key_pos.view({1, 1, kv_len}) <= pos.unsqueeze(-1);  // [B, T, L]
+  Tensor mask = torch::zeros(allowed.sizes(), torch::kFloat32).masked_fill_(~allowed, kMasked);
+
+  Tensor hidden = run(tokens, pos, mask, &cache, &write);  // [B, T, D]
+  // Last valid token of each row: valid tokens are contiguous, so it is the row's highest index.
+  Tensor idx = torch::arange(T, pos.options()).view({1, T}).expand({B, T});
+  Tensor last = idx.masked_fill(~valid_b, -1).amax(1);                    // [B]
+  Tensor h_last = hidden.index({torch::arange(B, pos.options()), last});  // [B, D]
+  return output_logits(h_last);
+}
+
+std::vector<std::pair<std::string, Tensor>> CausalLMImpl::named_weights() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (const auto& p : named_parameters()) out.emplace_back(p.key(), p.value());
+  return out;
+}
+
+int64_t CausalLMImpl::num_parameters() const {
+  int64_t n = 0;
+  for (const auto& p : parameters()) n += p.numel();
+  return n;
+}
+
+}  // namespace streamrl::model

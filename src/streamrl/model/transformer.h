@@ -1,0 +1,75 @@
+// Decoder-only transformer of the Llama / Qwen2 family (RMSNorm, RoPE, SwiGLU, grouped-query
+// attention, optional QKV bias, optional tied embeddings), with two execution paths that must
+// agree: `score` (training: padded batch -> per-token log-probs, differentiable) and
+// `forward_cached` (inference: prefill or decode through a KV cache). Knows nothing about RL.
+#pragma once
+
+#include <torch/torch.h>
+
+#include "streamrl/model/model_config.h"
+
+namespace streamrl::model {
+
+class KVCache;
+
+// What `score` computes besides log-probs; each extra costs memory.
+struct ScoreOptions {
+  bool return_logits = false;   // keep [B, T, V] logits
+  bool return_entropy = false;  // per-token entropy of the predictive distribution
+};
+
+struct ScoreOutput {
+  torch::Tensor logprobs;  // [B, T] float: log p(tokens[b,t] | tokens[b,<t]); 0 at the first
+                           // valid token of a row and at padding
+  torch::Tensor entropy;   // [B, T] entropy of p(. | tokens[b,<t]) at the same places, if asked
+  torch::Tensor logits;    // [B, T, V] logits predicting position t+1 from position t, if asked
+};
+
+// HF parameter names come from the module tree: model.embed_tokens.weight,
+// model.layers.{i}.self_attn.{q,k,v,o}_proj.{weight,bias}, model.layers.{i}.mlp.{gate,up,down}_proj
+// .weight, model.layers.{i}.{input,post_attention}_layernorm.weight, model.norm.weight,
+// lm_head.weight (absent when embeddings are tied).
+class CausalLMImpl : public torch::nn::Module {
+ public:
+  // Random initialisation: N(0, initializer_range) for matrices, ones for norms, zero biases,
+  // drawn from a generator seeded with `seed` (independent of torch's global RNG).
+  CausalLMImpl(const ModelConfig& config, uint64_t seed = 0);
+
+  const ModelConfig& config() const { return config_; }
+
+  // Training path. tokens [B, T] int64, valid [B, T] bool (any padding pattern: left, right or
+  // both; valid tokens of a row are one contiguous causal sequence). Differentiable.
+  ScoreOutput score(const torch::Tensor& tokens, const torch::Tensor& valid,
+                    const ScoreOptions& options = {});
+
+  // Inference path: runs new tokens through the model, appending their keys/values to `cache`.
+  // tokens [B, T] int64 new tokens, positions [B, T] int64 absolute positions (the token count
+  // already cached for that slot, +0, +1, ...), valid [B, T] bool (padding is never cached),
+  // slots [B] int64 cache slot of each row. Returns [B, V] logits of each row's last valid token.
+  torch::Tensor forward_cached(const torch::Tensor& tokens, const torch::Tensor& positions,
+                               const torch::Tensor& valid, const torch::Tensor& slots,
+                               KVCache& cache);
+
+  // The weights as HF-named tensors (lm_head.weight omitted when tied).
+  std::vector<std::pair<std::string, torch::Tensor>> named_weights() const;
+
+  // Number of parameters (tied embeddings counted once).
+  int64_t num_parameters() const;
+
+ private:
+  struct Layer;
+  struct KvWrite;
+  torch::Tensor run(const torch::Tensor& tokens, const torch::Tensor& positions,
+                    const torch::Tensor& mask, KVCache* cache, const KvWrite* write);
+  torch::Tensor output_logits(const torch::Tensor& hidden);
+
+  ModelConfig config_;
+  torch::nn::Embedding embed_tokens_{nullptr};
+  std::vector<std::shared_ptr<Layer>> layers_;
+  torch::Tensor final_norm_;
+  torch::Tensor lm_head_;              // [V, D]; undefined when tied
+  torch::Tensor rope_cos_, rope_sin_;  // [max_positions, head_dim]
+};
+TORCH_MODULE(CausalLM);
+
+}  // namespace streamrl::model

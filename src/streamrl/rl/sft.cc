@@ -1,0 +1,211 @@
+#include "streamrl/rl/sft.h"
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <memory>
+
+#include "streamrl/core/errors.h"
+#include "streamrl/core/fs.h"
+#include "streamrl/core/log.h"
+#include "streamrl/core/threads.h"
+#include "streamrl/model/checkpoint.h"
+#include "streamrl/model/safetensors.h"
+#include "streamrl/rl/sequences.h"
+#include "streamrl/rl/train_checkpoint.h"
+#include "streamrl/tasks/dataset.h"
+#include "streamrl/tasks/split.h"
+#include "streamrl/telemetry/metrics_log.h"
+#include "streamrl/telemetry/progress.h"
+
+namespace streamrl::rl {
+namespace fs = std::filesystem;
+
+SftConfig SftConfig::from_config(const core::Config& root) {
+  SftConfig c;
+  core::Config run = root.section("run");
+  run.get("name", c.name);
+  run.get("dir", c.runs_dir);
+  run.get("seed", c.seed);
+  run.get("threads", c.threads);
+  run.get("resume", c.resume);
+  core::Config model = root.section("model");
+  model.get("config", c.model_config);
+  model.get("tokenizer", c.tokenizer);
+  model.get("init_from", c.init_from);
+  core::Config data = root.section("data");
+  c.task = tasks::default_task_name();
+  data.get("task", c.task);
+  data.get("jsonl", c.jsonl);
+  data.get("verifier", c.verifier);
+  core::Config train = root.section("train");
+  train.get("steps", c.steps);
+  train.get("batch_size", c.batch_size);
+  train.get("log_every", c.log_every);
+  c.optim.total_steps = c.steps;
+  c.optim.read(train.section("optim"));
+  c.optim.total_steps = c.steps;
+  core::Config eval = root.section("eval");
+  eval.get("every", c.eval_every);
+  eval.get("n", c.eval.n);
+  eval.get("max_new_tokens", c.eval.max_new_tokens);
+  eval.get("batch_size", c.eval.batch_size);
+  core::Config ckpt = root.section("checkpoint");
+  ckpt.get("every", c.checkpoint_every);
+  ckpt.get("keep", c.keep_checkpoints);
+  root.check_all_used();
+  if (c.steps < 1) throw InputError("train.steps must be >= 1");
+  if (c.batch_size < 1) throw InputError("train.batch_size must be >= 1");
+  if (c.eval.n < 0 || c.eval.max_new_tokens < 1)
+    throw InputError("eval.n >= 0 and eval.max_new_tokens >= 1 required");
+  if (c.name.empty() || c.name.find('/') != std::string::npos) {
+    throw InputError("run.name must be a non-empty name without '/', got '" + c.name + "'");
+  }
+  return c;
+}
+
+namespace {
+
+std::unique_ptr<tasks::Task> owned_task(const SftConfig& c) {
+  if (!c.jsonl.empty()) return std::make_unique<tasks::JsonlTask>(c.jsonl, c.verifier);
+  return nullptr;
+}
+
+}  // namespace
+
+nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_yaml) {
+  core::apply_core_budget(c.threads > 0 ? c.threads : core::available_cores());
+  const fs::path run_dir = fs::path(c.runs_dir) / c.name;
+
+  // 1. Data (loaded and checked before anything is trained), tokenizer and model.
+  std::unique_ptr<tasks::Task> jsonl = owned_task(c);
+  const tasks::Task& task = jsonl ? *jsonl : tasks::get_task(c.task);
+  std::unique_ptr<tokenizer::Tokenizer> tok;
+  std::optional<model::CausalLM> lm;
+  if (!c.init_from.empty()) {
+    lm.emplace(model::load_model(c.init_from));
+    tok = tokenizer::load_tokenizer(c.init_from);
+  } else {
+    model::ModelConfig mc = model::load_model_config(c.model_config);
+    tok = tokenizer::make_tokenizer(c.tokenizer);
+    if (tok->vocab_size() > mc.vocab_size) {
+      throw InputError(c.model_config + ": vocab_size " + std::to_string(mc.vocab_size) +
+                       " is smaller than the tokenizer's " + std::to_string(tok->vocab_size()));
+    }
+    lm.emplace(model::CausalLM(mc, c.seed));
+  }
+  model::CausalLM& model = *lm;
+  auto optimizer = make_adamw(*model, c.optim);
+  const int64_t max_len = model->config().max_position_embeddings;
+
+  // 2. Resume from the newest checkpoint of this run, if any.
+  int64_t start_step = 0;
+  double loss_value = 0;
+  if (c.resume) {
+    if (auto ck = latest_checkpoint(run_dir)) {
+      model::load_weights(model, model::read_safetensors_dir(ck->dir), ck->dir.string());
+      nlohmann::json state = load_training_state(ck->dir, *optimizer);
+      start_step = state.at("step").get<int64_t>();
+      loss_value = state.value("loss", 0.0);
+      SLOG(kInfo) << "resuming " << run_dir.string() << " from step " << start_step;
+    }
+  } else if (latest_checkpoint(run_dir)) {
+    throw InputError(run_dir.string() +
+                     " already has checkpoints; set run.resume=true to continue " +
+                     "it or choose another run.name");
+  }
+  core::write_file_atomic(run_dir / "config.yaml", resolved_config_yaml);
+  telemetry::MetricsLog metrics(run_dir / "metrics.jsonl", start_step);
+
+  auto checkpoint = [&](int64_t step) {
+    return save_training_checkpoint(run_dir, step, model, tok->to_json(), *optimizer,
+                                    {{"step", step}, {"kind", "sft"}, {"loss", loss_value}},
+                                    c.keep_checkpoints);
+  };
+
+  // 3. Train. Batch k holds train problems [k*B, (k+1)*B): the data position is a function of the
+  // step, so a resumed run sees exactly the batches the uninterrupted one would.
+  const int32_t eos = tok->eos_id();
+  telemetry::Progress progress("sft " + c.name, c.steps);
+  double last_eval_acc = -1;
+  auto t0 = std::chrono::steady_clock::now();
+  for (int64_t step = start_step; step < c.steps; ++step) {
+    std::vector<std::vector<int32_t>> prompts, completions;
+    for (int i = 0; i < c.batch_size; ++i) {
+      const uint64_t index = static_cast<uint64_t>(step) * c.batch_size + i;
+      tasks::Problem p = tasks::draw_problem(task, c.seed, tasks::Split::kTrain, index);
+      std::vector<int32_t> prompt = encode_prompt(*tok, p.prompt);
+      std::vector<int32_t> target =
+          tok->encode(p.demonstration.empty() ? p.reference : p.demonstration);
+      if (eos >= 0) target.push_back(eos);
+      if (static_cast<int64_t>(prompt.size() + target.size()) > max_len) {
+        target.resize(std::max<int64_t>(0, max_len - static_cast<int64_t>(prompt.size())));
+      }
+      prompts.push_back(std::move(prompt));
+      completions.push_back(std::move(target));
+    }
+    SequenceBatch batch = make_sequence_batch(prompts, completions);
+    const double lr = lr_at(c.optim, step);
+    set_lr(*optimizer, lr);
+    optimizer->zero_grad();
+    auto out = model->score(batch.tokens, batch.valid);
+    auto loss = -(out.logprobs * batch.completion).sum() /
+                static_cast<double>(std::max<int64_t>(1, batch.num_completion_tokens));
+    loss_value = loss.item<double>();
+    if (!std::isfinite(loss_value)) {
+      auto last = latest_checkpoint(run_dir);
+      throw RuntimeFailure(
+          "sft loss is " + std::to_string(loss_value) + " at step " + std::to_string(step) +
+          "; last good checkpoint: " + (last ? last->dir.string() : std::string("none")));
+    }
+    loss.backward();
+    const double grad_norm = clip_grad_norm(*model, c.optim.grad_clip);
+    if (!std::isfinite(grad_norm)) {
+      throw RuntimeFailure("sft gradient norm is not finite at step " + std::to_string(step));
+    }
+    optimizer->step();
+
+    const int64_t done = step + 1;
+    nlohmann::json rec = {{"step", done},
+                          {"loss", loss_value},
+                          {"lr", lr},
+                          {"grad_norm", grad_norm},
+                          {"tokens", batch.num_completion_tokens}};
+    if (c.eval_every > 0 && done % c.eval_every == 0 && done < c.steps && c.eval.n > 0) {
+      torch::NoGradGuard no_grad;
+      EvalResult er = evaluate(model, *tok, task, c.eval);
+      last_eval_acc = er.accuracy;
+      rec["eval"] = er.to_json();
+    }
+    if (c.log_every > 0 && (done % c.log_every == 0 || done == c.steps)) metrics.write(rec);
+    char status[64];
+    std::snprintf(status, sizeof(status), "loss %.4f lr %.2e", loss_value, lr);
+    std::string line = status;
+    if (last_eval_acc >= 0) line += " eval acc " + std::to_string(last_eval_acc).substr(0, 5);
+    progress.update(done, line);
+    if (c.checkpoint_every > 0 && done % c.checkpoint_every == 0 && done < c.steps)
+      checkpoint(done);
+  }
+  progress.finish();
+  const double train_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  // 4. Final checkpoint (also as <run>/final for a stable path) and held-out evaluation.
+  checkpoint(c.steps);
+  model::save_checkpoint(run_dir / "final", model, tok->to_json());
+  nlohmann::json result = {{"run_dir", run_dir.string()},
+                           {"checkpoint", (run_dir / "final").string()},
+                           {"steps", c.steps},
+                           {"resumed_from_step", start_step},
+                           {"final_loss", loss_value},
+                           {"train_seconds", train_s}};
+  if (c.eval.n > 0) {
+    torch::NoGradGuard no_grad;
+    EvalResult er = evaluate(model, *tok, task, c.eval);
+    result["eval"] = er.to_json();
+    metrics.write({{"step", c.steps}, {"final_eval", er.to_json()}});
+  }
+  return result;
+}
+
+}  // namespace streamrl::rl

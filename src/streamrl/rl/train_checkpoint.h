@@ -1,0 +1,37 @@
+// Resumable training checkpoints under <run>/checkpoints/step_N/: the model checkpoint (HF layout)
+// plus optimizer.pt (AdamW moments and step counts) and trainer_state.json (step, data position,
+// anything else the trainer needs to continue exactly where it stopped).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "streamrl/model/transformer.h"
+
+namespace streamrl::rl {
+
+struct CheckpointRef {
+  int64_t step = 0;
+  std::filesystem::path dir;
+};
+
+// The newest complete step_N directory of `run_dir` (one with trainer_state.json), if any.
+std::optional<CheckpointRef> latest_checkpoint(const std::filesystem::path& run_dir);
+
+// Writes <run_dir>/checkpoints/step_<step>/ atomically, then deletes all but the newest `keep`
+// step directories (keep <= 0 keeps all). Returns the directory written.
+std::filesystem::path save_training_checkpoint(const std::filesystem::path& run_dir, int64_t step,
+                                               model::CausalLM& model,
+                                               const std::string& tokenizer_json,
+                                               torch::optim::Optimizer& optimizer,
+                                               const nlohmann::json& state, int keep);
+
+// Loads the optimizer state of `dir` into `optimizer` (built over the same parameters) and returns
+// trainer_state.json. Throws InputError when a file is missing or corrupt.
+nlohmann::json load_training_state(const std::filesystem::path& dir,
+                                   torch::optim::Optimizer& optimizer);
+
+}  // namespace streamrl::rl

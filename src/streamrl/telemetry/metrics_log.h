@@ -1,0 +1,30 @@
+// metrics.jsonl: one JSON object per line, appended and flushed per record so a killed run keeps
+// everything it logged (DESIGN.md §11).
+#pragma once
+
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+namespace streamrl::telemetry {
+
+class MetricsLog {
+ public:
+  // Opens `path` for appending (creating parent directories). If `truncate_after_step` >= 0,
+  // records with "step" greater than it are dropped first: a resumed run rewrites the steps that
+  // the killed run logged after its last checkpoint.
+  explicit MetricsLog(const std::filesystem::path& path, int64_t truncate_after_step = -1);
+  ~MetricsLog();
+  MetricsLog(const MetricsLog&) = delete;
+  MetricsLog& operator=(const MetricsLog&) = delete;
+
+  void write(const nlohmann::json& record);
+
+  // All records of a metrics.jsonl file (skipping a torn last line).
+  static std::vector<nlohmann::json> read(const std::filesystem::path& path);
+
+ private:
+  std::FILE* file_ = nullptr;
+};
+
+}  // namespace streamrl::telemetry
