@@ -225,6 +225,9 @@ Tensor CausalLMImpl::forward_cached(const Tensor& tokens, const Tensor& position
               "forward_cached: position ", kv_len - 1, " exceeds the cache (", cache.max_tokens(),
               ") or the model (", config_.max_position_embeddings, ")");
 
+  TORCH_CHECK(slots.min().item<int64_t>() >= 0 && slots.max().item<int64_t>() < cache.num_slots(),
+              "forward_cached: slots ", slots, " outside the cache's ", cache.num_slots(),
+              " slots");
   KvWrite write;
   Tensor flat_valid = valid_b.reshape({-1});
   write.src = flat_valid.nonzero().squeeze(1);

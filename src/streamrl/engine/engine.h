@@ -1,0 +1,129 @@
+// One generation instance with iteration-level (continuous) batching (DESIGN.md §6). Every step
+// admits waiting requests into free KV-cache slots (policy order: FIFO or longest-estimated-first),
+// prefills them (the n samples of a prompt prefill once and share the prefix), decodes one token
+// for every running sample, and hands each finished sample to its request's callback at once.
+//
+// Thread model: `step()` and `run_until_idle()` are called by one engine thread. `add_request`,
+// `abort`, `update_weights` and `stats` may be called from any thread; their effects apply at the
+// start of the next step, i.e. between decode steps.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "streamrl/engine/sample.h"
+#include "streamrl/model/kv_cache.h"
+#include "streamrl/model/transformer.h"
+
+namespace streamrl::engine {
+
+enum class AdmissionPolicy {
+  kFifo,          // arrival order
+  kLongestFirst,  // largest length_estimate first (LPT, StreamRL §5.3)
+};
+
+// Parses "fifo" / "lpt"; throws InputError otherwise.
+AdmissionPolicy parse_admission_policy(const std::string& name);
+
+struct EngineConfig {
+  int max_batch_size = 64;      // running samples at once = KV-cache slots
+  int max_seq_len = 1024;       // prompt + output tokens per slot (capped by the model's positions)
+  int64_t kv_token_budget = 0;  // tokens reserved (prompt + max_new_tokens) over running samples;
+                                // 0 = max_batch_size * max_seq_len (slots are the only limit)
+  AdmissionPolicy admission = AdmissionPolicy::kFifo;
+  bool prefix_sharing = true;  // prefill a prompt once for its n samples
+};
+
+using SampleCallback = std::function<void(Sample&&)>;
+
+struct Request {
+  int64_t request_id = 0;
+  std::vector<int32_t> prompt_ids;  // non-empty
+  int n = 1;                        // samples from this prompt, admitted together
+  SamplingParams params;
+  double length_estimate = 0;  // predicted output length, for kLongestFirst
+  SampleCallback on_sample;    // called on the engine thread for each finished sample
+};
+
+// Counters for /metrics and profiling. A consistent snapshot.
+struct EngineStats {
+  int64_t waiting_requests = 0;
+  int64_t running_samples = 0;
+  int64_t weight_version = 0;
+  int64_t steps = 0;
+  int64_t generated_tokens = 0;
+  int64_t finished_samples = 0;
+  double busy_seconds = 0;  // time inside step()
+};
+
+class Engine {
+ public:
+  // The engine owns `model` for inference; nothing else may run it concurrently.
+  Engine(model::CausalLM model, const EngineConfig& config, int64_t weight_version = 0);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Queues a request. Throws InputError when it can never fit (prompt + max_new_tokens beyond
+  // max_seq_len, n beyond max_batch_size, empty prompt) — checked here, not later.
+  void add_request(Request request);
+
+  // Drops a waiting or running request; its unfinished samples are reported with kAborted.
+  void abort(int64_t request_id);
+
+  // Installs new weights (HF name -> tensor) at the next step boundary; samples started afterwards
+  // carry `version`. Throws InputError at once if names or shapes do not match the model.
+  void update_weights(int64_t version, std::map<std::string, torch::Tensor> weights);
+
+  // One iteration: apply pending weights/aborts, admit, prefill, decode one token, emit finished
+  // samples. Returns false when there was nothing to do.
+  bool step();
+
+  // Steps until no request is waiting or running.
+  void run_until_idle();
+
+  // Blocks up to `timeout` until there is work (a request, abort or weight update queued, or
+  // samples running). Returns true when there is work. Any thread.
+  bool wait_for_work(std::chrono::milliseconds timeout);
+
+  bool idle() const;
+  EngineStats stats() const;
+  const EngineConfig& config() const { return config_; }
+  model::CausalLM& model() { return model_; }
+
+ private:
+  struct Running;  // one sample in a slot
+  void apply_pending();
+  void admit_and_prefill();
+  void decode();
+  void finish(size_t running_index, FinishReason reason);
+
+  model::CausalLM model_;
+  EngineConfig config_;
+  model::KVCache cache_;
+
+  // Engine-thread state.
+  std::vector<int> free_slots_;
+  std::vector<std::unique_ptr<Running>> running_;
+  std::deque<std::pair<Request, double>> waiting_;  // request, arrival time (steady seconds)
+  int64_t reserved_tokens_ = 0;
+  int64_t weight_version_;
+
+  // Inbox from other threads, guarded by mu_.
+  mutable std::mutex mu_;
+  std::condition_variable work_cv_;
+  std::vector<std::pair<Request, double>> inbox_;
+  std::vector<int64_t> aborts_;
+  std::optional<std::pair<int64_t, std::map<std::string, torch::Tensor>>> pending_weights_;
+  EngineStats stats_;
+};
+
+}  // namespace streamrl::engine
