@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "flops.h"
 #include "streamrl/core/roofline.h"
 #include "streamrl/core/threads.h"
 #include "streamrl/model/kv_cache.h"
@@ -16,19 +17,6 @@ using Clock = std::chrono::steady_clock;
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
-}
-
-// Matmul FLOPs per token of a forward pass (2 per multiply-add), excluding attention scores.
-double forward_flops_per_token(const model::ModelConfig& c) {
-  const double d = c.hidden_size, hd = c.head_dim;
-  const double attn = d * hd * (c.num_attention_heads * 2 + c.num_key_value_heads * 2);
-  const double mlp = 3 * d * c.intermediate_size;
-  return 2 * (c.num_hidden_layers * (attn + mlp) + d * c.vocab_size);
-}
-
-// Attention score + weighted-sum FLOPs for one query over `context` keys, all layers.
-double attention_flops(const model::ModelConfig& c, double context) {
-  return 2 * 2 * c.num_hidden_layers * c.num_attention_heads * c.head_dim * context;
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "registry.h"
 
+#include "engine_throughput.h"
 #include "model_speed.h"
 #include "tokenizer_speed.h"
 
@@ -7,6 +8,8 @@ namespace streamrl::bench {
 
 const std::vector<Benchmark>& all_benchmarks() {
   static const std::vector<Benchmark> kAll = {
+      {"engine", "static vs continuous batching on a long-tailed workload, decode roofline",
+       run_engine_throughput},
       {"model_speed", "training fwd+bwd and decode tokens/s of the tiny model vs the GEMM roofline",
        run_model_speed},
       {"tokenizer", "tokenizer.json encode/decode MB/s on a trained 2k-merge byte-level BPE",

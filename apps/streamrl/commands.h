@@ -24,7 +24,10 @@ void add_init(CLI::App& root, CommandList& out);
 void add_tasks(CLI::App& root, CommandList& out);
 void add_sft(CLI::App& root, CommandList& out);
 void add_eval(CLI::App& root, CommandList& out);
+void add_train(CLI::App& root, CommandList& out);
 void add_generate(CLI::App& root, CommandList& out);
+void add_profile(CLI::App& root, CommandList& out);
+void add_serve(CLI::App& root, CommandList& out);
 void add_bench(CLI::App& root, CommandList& out);
 
 }  // namespace streamrl::cli

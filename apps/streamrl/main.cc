@@ -18,7 +18,10 @@ int main(int argc, char** argv) {
   cli::add_tasks(app, commands);
   cli::add_sft(app, commands);
   cli::add_eval(app, commands);
+  cli::add_train(app, commands);
   cli::add_generate(app, commands);
+  cli::add_profile(app, commands);
+  cli::add_serve(app, commands);
   cli::add_bench(app, commands);
 
   try {

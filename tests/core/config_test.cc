@@ -64,6 +64,15 @@ TEST(Config, MalformedYamlAndOverrides) {
   EXPECT_THROW(Config::from_file("/nonexistent/streamrl.yaml"), InputError);
 }
 
+TEST(Config, AbsentSectionReadsDefaults) {
+  Config cfg = Config::from_string("a: 1\n");
+  int a = 0, b = 5;
+  cfg.get("a", a);
+  cfg.section("missing").section("deeper").get("b", b);
+  EXPECT_EQ(b, 5);
+  cfg.check_all_used();
+}
+
 TEST(Config, RequireReportsMissingKey) {
   Config cfg = Config::from_string("");
   EXPECT_THROW(cfg.require<int>("steps"), InputError);

@@ -20,5 +20,20 @@ TEST(Sequences, PromptGetsBosAndBatchMasksCompletion) {
   EXPECT_TRUE(torch::equal(b.valid[1], torch::tensor({1, 1, 1, 1, 0}).to(torch::kBool)));
 }
 
+TEST(Sequences, PackByTokenBudgetGroupsSimilarLengths) {
+  std::vector<int64_t> lengths = {10, 100, 12, 50, 11, 300};
+  auto packs = pack_by_token_budget(lengths, 120);
+  std::vector<int> seen(lengths.size(), 0);
+  for (const auto& p : packs) {
+    int64_t longest = 0;
+    for (size_t i : p) longest = std::max(longest, lengths[i]), ++seen[i];
+    if (p.size() > 1) EXPECT_LE(static_cast<int64_t>(p.size()) * longest, 120);
+  }
+  for (int s : seen) EXPECT_EQ(s, 1);
+  EXPECT_EQ(packs.front(), std::vector<size_t>{5});  // longer than the budget: alone
+  EXPECT_EQ(packs.size(), 4u);                       // [300] [100] [50, 12] [11, 10]
+  EXPECT_EQ(packs.back(), (std::vector<size_t>{4, 0}));
+}
+
 }  // namespace
 }  // namespace streamrl::rl

@@ -100,8 +100,9 @@ Config Config::section(std::string_view key) const {
     throw InputError("config key '" + full + "' must be a mapping");
   }
   state_->used.insert(full);
-  if (!n.IsDefined() || n.IsNull()) n = YAML::Node(YAML::NodeType::Map);
-  return Config(state_, n, full);
+  // An absent section reads as an empty map (a fresh node: `n` may be an invalid handle).
+  YAML::Node sub = (n.IsDefined() && !n.IsNull()) ? n : YAML::Node(YAML::NodeType::Map);
+  return Config(state_, sub, full);
 }
 
 void Config::record(const std::string& full_key, const YAML::Node& value) const {

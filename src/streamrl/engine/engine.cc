@@ -176,11 +176,11 @@ void Engine::apply_pending() {
   }
 }
 
-void Engine::admit_and_prefill() {
-  // 1. Pick requests in policy order while slots and the token budget allow. Admission stops at
-  // the first request that does not fit, so the order is never violated (no starvation).
-  std::vector<std::pair<Request, double>> admitted;
-  int free_slots = static_cast<int>(free_slots_.size());
+size_t Engine::admit() {
+  // Pick requests in policy order while slots and the token budget allow. Admission stops at the
+  // first request that does not fit, so the order is never violated (no starvation).
+  const size_t first_new = running_.size();
+  const double now = now_s();
   while (!waiting_.empty()) {
     auto pick = waiting_.begin();
     if (config_.admission == AdmissionPolicy::kLongestFirst) {
@@ -188,136 +188,98 @@ void Engine::admit_and_prefill() {
         return a.first.length_estimate < b.first.length_estimate;
       });
     }
-    const int64_t need = reservation(pick->first) * pick->first.n;
-    if (free_slots < pick->first.n || reserved_tokens_ + need > config_.kv_token_budget) break;
-    free_slots -= pick->first.n;
-    reserved_tokens_ += need;
-    admitted.push_back(std::move(*pick));
-    waiting_.erase(pick);
-  }
-  if (admitted.empty()) return;
-
-  // 2. Prefill each prompt once into its first sample's slot (right-padded batch); without prefix
-  // sharing every sample's slot is prefilled on its own row.
-  const double t0 = now_s();
-  const int64_t R = static_cast<int64_t>(admitted.size());
-  std::vector<std::vector<int>> slots_of(R);
-  std::vector<int64_t> prefill_req, prefill_slot;  // one entry per prefill row
-  int64_t max_prompt = 1;
-  for (int64_t i = 0; i < R; ++i) {
-    const Request& r = admitted[i].first;
-    max_prompt = std::max<int64_t>(max_prompt, r.prompt_ids.size());
-    for (int k = 0; k < r.n; ++k) {
-      slots_of[i].push_back(free_slots_.back());
-      free_slots_.pop_back();
-      if (k == 0 || !config_.prefix_sharing) {
-        prefill_req.push_back(i);
-        prefill_slot.push_back(slots_of[i][k]);
-      }
+    Request& r = pick->first;
+    const int64_t need = reservation(r) * r.n;
+    if (static_cast<int>(free_slots_.size()) < r.n ||
+        reserved_tokens_ + need > config_.kv_token_budget) {
+      break;
     }
-  }
-  const int64_t P = static_cast<int64_t>(prefill_req.size());
-  auto tokens = torch::zeros({P, max_prompt}, torch::kLong);
-  auto valid = torch::zeros({P, max_prompt}, torch::kBool);
-  auto positions = torch::arange(max_prompt, torch::kLong).repeat({P, 1});
-  auto tok_a = tokens.accessor<int64_t, 2>();
-  auto valid_a = valid.accessor<bool, 2>();
-  for (int64_t p = 0; p < P; ++p) {
-    const auto& ids = admitted[prefill_req[p]].first.prompt_ids;
-    for (size_t t = 0; t < ids.size(); ++t) tok_a[p][t] = ids[t], valid_a[p][t] = true;
-  }
-  torch::Tensor logits = model_->forward_cached(tokens, positions, valid,
-                                                torch::tensor(prefill_slot, torch::kLong), cache_);
-
-  // 3. Share the prefix with the other samples and sample every new sample's first token.
-  std::vector<int64_t> rows;  // prefill row whose logits each new sample uses
-  const size_t first_new = running_.size();
-  int64_t row = 0;
-  for (int64_t i = 0; i < R; ++i) {
-    Request& r = admitted[i].first;
+    reserved_tokens_ += need;
     auto cb = std::make_shared<SampleCallback>(std::move(r.on_sample));
-    const int64_t shared_row = row;
     for (int k = 0; k < r.n; ++k) {
-      if (config_.prefix_sharing) {
-        cache_.copy_prefix(slots_of[i][0], slots_of[i][k], r.prompt_ids.size());
-        rows.push_back(shared_row);
-      } else {
-        rows.push_back(shared_row + k);
-      }
       auto run = std::make_unique<Running>();
       run->sample.request_id = r.request_id;
       run->sample.sample_index = k;
       run->sample.prompt_ids = r.prompt_ids;
       run->sample.weight_version = weight_version_;
-      run->sample.queue_s = t0 - admitted[i].second;
+      run->sample.queue_s = now - pick->second;
       run->params = r.params;
       run->on_sample = cb;
-      run->slot = slots_of[i][k];
+      run->slot = free_slots_.back();
+      free_slots_.pop_back();
       run->reserved = reservation(r);
       run->stream = sample_stream(r.request_id, k);
       running_.push_back(std::move(run));
     }
-    row += config_.prefix_sharing ? 1 : r.n;
+    waiting_.erase(pick);
   }
-  torch::Tensor row_logits = logits.index_select(0, torch::tensor(rows, torch::kLong));
+  return first_new;
+}
+
+void Engine::forward_and_sample(size_t first_new) {
+  // One packed forward per step, no padding: a row per token. Running samples contribute their
+  // last sampled token; new requests contribute every prompt token (once per request with prefix
+  // sharing, once per sample without). Keys and values are written before attention in each
+  // layer, so prompt tokens of one sequence attend to each other within this same forward.
+  std::vector<int64_t> tokens, positions, slots;
+  std::vector<int64_t> logit_row(running_.size());  // row whose logits sample each running entry
+  for (size_t i = 0; i < first_new; ++i) {
+    const Sample& s = running_[i]->sample;
+    logit_row[i] = static_cast<int64_t>(tokens.size());
+    tokens.push_back(s.output_ids.back());
+    positions.push_back(static_cast<int64_t>(s.prompt_ids.size() + s.output_ids.size() - 1));
+    slots.push_back(running_[i]->slot);
+  }
+  std::vector<std::pair<size_t, size_t>> shared;  // (owner, follower) running indices
+  for (size_t i = first_new; i < running_.size(); ++i) {
+    const Running& r = *running_[i];
+    const bool owner = r.sample.sample_index == 0 || !config_.prefix_sharing;
+    if (!owner) {
+      const size_t o = i - r.sample.sample_index;
+      shared.emplace_back(o, i);
+      logit_row[i] = logit_row[o];
+      continue;
+    }
+    for (size_t t = 0; t < r.sample.prompt_ids.size(); ++t) {
+      tokens.push_back(r.sample.prompt_ids[t]);
+      positions.push_back(static_cast<int64_t>(t));
+      slots.push_back(r.slot);
+    }
+    logit_row[i] = static_cast<int64_t>(tokens.size()) - 1;
+  }
+  if (tokens.empty()) return;
+  const double t0 = now_s();
+  const int64_t N = static_cast<int64_t>(tokens.size());
+  torch::Tensor logits = model_->forward_cached(torch::tensor(tokens, torch::kLong).view({N, 1}),
+                                                torch::tensor(positions, torch::kLong).view({N, 1}),
+                                                torch::ones({N, 1}, torch::kBool),
+                                                torch::tensor(slots, torch::kLong), cache_);
+  for (const auto& [o, f] : shared) {
+    cache_.copy_prefix(running_[o]->slot, running_[f]->slot, running_[o]->sample.prompt_ids.size());
+  }
+
   std::vector<const SamplingParams*> params;
   std::vector<double> u;
-  for (size_t j = first_new; j < running_.size(); ++j) {
-    params.push_back(&running_[j]->params);
-    u.push_back(counter_uniform(running_[j]->params.seed, running_[j]->stream, 0));
+  for (const auto& r : running_) {
+    params.push_back(&r->params);
+    u.push_back(counter_uniform(r->params.seed, r->stream, r->sample.output_ids.size()));
   }
-  SampledTokens st = sample_tokens(row_logits, params, u);
+  SampledTokens st =
+      sample_tokens(logits.index_select(0, torch::tensor(logit_row, torch::kLong)), params, u);
   const double t1 = now_s();
   auto tok = st.tokens.accessor<int64_t, 1>();
   auto lp = st.logprobs.accessor<float, 1>();
-  for (size_t j = running_.size(); j-- > first_new;) {
-    Running& run = *running_[j];
-    run.sample.prefill_s = t1 - t0;
-    run.decode_start = t1;
-    run.sample.output_ids.push_back(static_cast<int32_t>(tok[j - first_new]));
-    run.sample.logprobs.push_back(lp[j - first_new]);
+  for (size_t i = 0; i < running_.size(); ++i) {
+    Running& r = *running_[i];
+    if (i >= first_new) {
+      r.sample.prefill_s = t1 - t0;
+      r.decode_start = t1;
+    }
+    r.sample.output_ids.push_back(static_cast<int32_t>(tok[i]));
+    r.sample.logprobs.push_back(lp[i]);
   }
   std::lock_guard<std::mutex> lock(mu_);
-  stats_.generated_tokens += static_cast<int64_t>(running_.size() - first_new);
-}
-
-void Engine::decode() {
-  // decode() runs before admission, so every running sample holds one sampled token that the
-  // model has not seen yet: feed it and sample the next.
-  std::vector<size_t> rows(running_.size());
-  for (size_t i = 0; i < rows.size(); ++i) rows[i] = i;
-  if (rows.empty()) return;
-  const int64_t A = static_cast<int64_t>(rows.size());
-  auto tokens = torch::empty({A, 1}, torch::kLong);
-  auto pos = torch::empty({A, 1}, torch::kLong);
-  std::vector<int64_t> slots(A);
-  auto tok_a = tokens.accessor<int64_t, 2>();
-  auto pos_a = pos.accessor<int64_t, 2>();
-  for (int64_t i = 0; i < A; ++i) {
-    const Sample& s = running_[rows[i]]->sample;
-    tok_a[i][0] = s.output_ids.back();
-    pos_a[i][0] = static_cast<int64_t>(s.prompt_ids.size() + s.output_ids.size() - 1);
-    slots[i] = running_[rows[i]]->slot;
-  }
-  torch::Tensor logits = model_->forward_cached(tokens, pos, torch::ones({A, 1}, torch::kBool),
-                                                torch::tensor(slots, torch::kLong), cache_);
-  std::vector<const SamplingParams*> params;
-  std::vector<double> u;
-  for (size_t i : rows) {
-    const Running& r = *running_[i];
-    params.push_back(&r.params);
-    u.push_back(counter_uniform(r.params.seed, r.stream, r.sample.output_ids.size()));
-  }
-  SampledTokens st = sample_tokens(logits, params, u);
-  auto tok = st.tokens.accessor<int64_t, 1>();
-  auto lp = st.logprobs.accessor<float, 1>();
-  for (int64_t i = 0; i < A; ++i) {
-    Sample& s = running_[rows[i]]->sample;
-    s.output_ids.push_back(static_cast<int32_t>(tok[i]));
-    s.logprobs.push_back(lp[i]);
-  }
-  std::lock_guard<std::mutex> lock(mu_);
-  stats_.generated_tokens += A;
+  stats_.generated_tokens += static_cast<int64_t>(running_.size());
 }
 
 void Engine::finish(size_t index, FinishReason reason) {
@@ -339,8 +301,7 @@ bool Engine::step() {
   const double t0 = now_s();
   apply_pending();
   if (waiting_.empty() && running_.empty()) return false;
-  decode();
-  admit_and_prefill();
+  forward_and_sample(admit());
   // Finished samples leave at once (stop token or length), in completion order.
   for (size_t i = 0; i < running_.size();) {
     const Running& r = *running_[i];

@@ -102,8 +102,8 @@ class Engine {
  private:
   struct Running;  // one sample in a slot
   void apply_pending();
-  void admit_and_prefill();
-  void decode();
+  size_t admit();  // returns the index in running_ of the first newly admitted sample
+  void forward_and_sample(size_t first_new);
   void finish(size_t running_index, FinishReason reason);
 
   model::CausalLM model_;

@@ -8,7 +8,7 @@ KVCache::KVCache(const ModelConfig& config, int64_t num_slots, int64_t max_token
               " x ", max_tokens);
   for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
     k_.push_back(
-        torch::zeros({num_slots, max_tokens, config.num_key_value_heads, config.head_dim}));
+        torch::zeros({num_slots, config.num_key_value_heads, max_tokens, config.head_dim}));
     v_.push_back(torch::zeros_like(k_.back()));
   }
 }
@@ -23,8 +23,8 @@ void KVCache::copy_prefix(int64_t src, int64_t dst, int64_t num_tokens) {
   if (src == dst || num_tokens == 0) return;
   torch::NoGradGuard no_grad;
   for (size_t l = 0; l < k_.size(); ++l) {
-    k_[l][dst].narrow(0, 0, num_tokens).copy_(k_[l][src].narrow(0, 0, num_tokens));
-    v_[l][dst].narrow(0, 0, num_tokens).copy_(v_[l][src].narrow(0, 0, num_tokens));
+    k_[l][dst].narrow(1, 0, num_tokens).copy_(k_[l][src].narrow(1, 0, num_tokens));
+    v_[l][dst].narrow(1, 0, num_tokens).copy_(v_[l][src].narrow(1, 0, num_tokens));
   }
 }
 

@@ -19,7 +19,8 @@ class KVCache {
   int64_t max_tokens() const { return max_tokens_; }
   int64_t bytes() const;
 
-  // Per layer: [num_slots, max_tokens, num_kv_heads, head_dim] float.
+  // Per layer: [num_slots, num_kv_heads, max_tokens, head_dim] float (a slot's positions of one
+  // head are contiguous, so attention reads them without a copy).
   torch::Tensor& keys(int64_t layer) { return k_[layer]; }
   torch::Tensor& values(int64_t layer) { return v_[layer]; }
 

@@ -1,8 +1,11 @@
 #include "streamrl/model/transformer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
 
+#include "streamrl/model/decode_attention.h"
 #include "streamrl/model/kv_cache.h"
 
 namespace streamrl::model {
@@ -40,6 +43,16 @@ Tensor apply_rope(const Tensor& x, const Tensor& cos, const Tensor& sin) {
 
 constexpr float kMasked = -std::numeric_limits<float>::infinity();
 
+// Scaled dot-product attention. qg [b, Hkv, G*T, hd] (group members folded into the query
+// dimension), keys/vals [b, Hkv, L, hd], mask5 [b, 1, 1, T, L] additive. Returns [b, Hkv, G*T, hd].
+Tensor attend(const Tensor& qg, const Tensor& keys, const Tensor& vals, const Tensor& mask5,
+              double scale, int64_t G, int64_t T) {
+  const int64_t b = qg.size(0), Hkv = qg.size(1), L = keys.size(2);
+  Tensor scores = torch::matmul(qg, keys.transpose(-1, -2)).mul_(scale).view({b, Hkv, G, T, L});
+  Tensor probs = torch::softmax(scores + mask5, -1).view({b, Hkv, G * T, L});
+  return torch::matmul(probs, vals);
+}
+
 }  // namespace
 
 // One decoder block. Submodule and parameter names follow HF so named_parameters() are HF names.
@@ -71,11 +84,11 @@ struct CausalLMImpl::Layer : torch::nn::Module {
 // Where the inference path stores new keys/values: flat (slot, position) pairs of valid tokens and
 // the rows of the flattened [B*T] batch they come from. Computed once per forward, used per layer.
 struct CausalLMImpl::KvWrite {
-  Tensor slot;     // [N] int64
-  Tensor pos;      // [N] int64
-  Tensor src;      // [N] int64 index into B*T
-  Tensor slots;    // [B] int64 slot of each row
-  int64_t kv_len;  // keys attended: positions [0, kv_len) of each slot
+  Tensor slot;             // [N] int64 cache slot of each valid token
+  Tensor pos;              // [N] int64 its position
+  Tensor len;              // [N] int64 pos + 1: the positions it attends to
+  Tensor src;              // [N] int64 its index in the flattened [B*T] batch
+  bool all_valid = false;  // src is 0..B*T-1
 };
 
 CausalLMImpl::CausalLMImpl(const ModelConfig& config, uint64_t seed) : config_(config) {
@@ -128,8 +141,8 @@ Tensor CausalLMImpl::run(const Tensor& tokens, const Tensor& positions, const Te
   Tensor flat_pos = positions.reshape({-1});
   Tensor cos = rope_cos_.index_select(0, flat_pos).view({B, T, 1, hd});
   Tensor sin = rope_sin_.index_select(0, flat_pos).view({B, T, 1, hd});
-  // mask [B, 1, 1, T, L] additive, broadcast over kv heads and group members.
-  Tensor mask5 = mask.unsqueeze(1).unsqueeze(1);
+  // Training path only: mask [B, 1, 1, T, L] additive, broadcast over kv heads and group members.
+  Tensor mask5 = mask.defined() ? mask.unsqueeze(1).unsqueeze(1) : mask;
 
   Tensor h = embed_tokens_->forward(tokens);  // [B, T, D]
   for (size_t li = 0; li < layers_.size(); ++li) {
@@ -141,26 +154,33 @@ Tensor CausalLMImpl::run(const Tensor& tokens, const Tensor& positions, const Te
     q = apply_rope(q, cos, sin);
     k = apply_rope(k, cos, sin);
 
-    Tensor keys = k, vals = v;  // [B, L, Hkv, hd]
-    if (cache != nullptr) {
-      Tensor& ck = cache->keys(li);
+    Tensor attn;  // [B, T, H*hd]
+    if (cache == nullptr) {
+      // Grouped-query attention without copying keys per query head: query head h = j*G + g uses
+      // kv head j, so fold the G group members into the query-length dimension.
+      Tensor qg = q.view({B, T, Hkv, G, hd}).permute({0, 2, 3, 1, 4}).reshape({B, Hkv, G * T, hd});
+      Tensor out = attend(qg, k.transpose(1, 2), v.transpose(1, 2), mask5, scale, G, T);
+      attn = out.view({B, Hkv, G, T, hd}).permute({0, 3, 1, 2, 4}).reshape({B, T, H * hd});
+    } else {
+      Tensor& ck = cache->keys(li);  // [S, Hkv, max_tokens, hd]
       Tensor& cv = cache->values(li);
-      ck.index_put_({write->slot, write->pos},
-                    k.reshape({B * T, Hkv, hd}).index_select(0, write->src));
-      cv.index_put_({write->slot, write->pos},
-                    v.reshape({B * T, Hkv, hd}).index_select(0, write->src));
-      keys = ck.index_select(0, write->slots).narrow(1, 0, write->kv_len);
-      vals = cv.index_select(0, write->slots).narrow(1, 0, write->kv_len);
+      Tensor kf = k.reshape({B * T, Hkv, hd});
+      Tensor vf = v.reshape({B * T, Hkv, hd});
+      Tensor qf = q.reshape({B * T, H, hd});
+      if (!write->all_valid) {
+        kf = kf.index_select(0, write->src);
+        vf = vf.index_select(0, write->src);
+        qf = qf.index_select(0, write->src);
+      }
+      // Written through a [S, max_tokens, Hkv, hd] view, where a (slot, pos) pair addresses one
+      // position of every head. All of this forward's tokens are cached before any attends, so
+      // prompt tokens packed into one forward see each other.
+      ck.transpose(1, 2).index_put_({write->slot, write->pos}, kf);
+      cv.transpose(1, 2).index_put_({write->slot, write->pos}, vf);
+      Tensor o = decode_attention(qf, ck, cv, write->slot, write->len, scale);  // [N, H, hd]
+      if (!write->all_valid) o = torch::zeros({B * T, H, hd}).index_copy_(0, write->src, o);
+      attn = o.view({B, T, H * hd});
     }
-    const int64_t L = keys.size(1);
-    // Grouped-query attention without copying keys per query head: query head h = j*G + g uses kv
-    // head j, so fold the G group members into the query-length dimension.
-    Tensor qg = q.view({B, T, Hkv, G, hd}).permute({0, 2, 3, 1, 4}).reshape({B, Hkv, G * T, hd});
-    Tensor kt = keys.permute({0, 2, 3, 1});  // [B, Hkv, hd, L]
-    Tensor scores = torch::matmul(qg, kt).mul_(scale).view({B, Hkv, G, T, L}) + mask5;
-    Tensor probs = torch::softmax(scores, -1).view({B, Hkv, G * T, L});
-    Tensor attn = torch::matmul(probs, vals.permute({0, 2, 1, 3}));  // [B, Hkv, G*T, hd]
-    attn = attn.view({B, Hkv, G, T, hd}).permute({0, 3, 1, 2, 4}).reshape({B, T, H * hd});
     h = h + layer.o_proj->forward(attn);
 
     Tensor y = rms_norm(h, layer.post_norm, c.rms_norm_eps);
@@ -230,18 +250,14 @@ Tensor CausalLMImpl::forward_cached(const Tensor& tokens, const Tensor& position
               " slots");
   KvWrite write;
   Tensor flat_valid = valid_b.reshape({-1});
-  write.src = flat_valid.nonzero().squeeze(1);
+  write.all_valid = flat_valid.all().item<bool>();
+  write.src =
+      write.all_valid ? torch::arange(B * T, torch::kLong) : flat_valid.nonzero().squeeze(1);
   write.slot = slots.view({B, 1}).expand({B, T}).reshape({-1}).index_select(0, write.src);
   write.pos = pos.reshape({-1}).index_select(0, write.src);
-  write.slots = slots;
-  write.kv_len = kv_len;
+  write.len = write.pos + 1;
 
-  // A query at position p sees cached positions 0..p of its slot (earlier steps or this one).
-  Tensor key_pos = torch::arange(kv_len, pos.options());
-  Tensor allowed = key_pos.view({1, 1, kv_len}) <= pos.unsqueeze(-1);  // [B, T, L]
-  Tensor mask = torch::zeros(allowed.sizes(), torch::kFloat32).masked_fill_(~allowed, kMasked);
-
-  Tensor hidden = run(tokens, pos, mask, &cache, &write);  // [B, T, D]
+  Tensor hidden = run(tokens, pos, Tensor(), &cache, &write);  // [B, T, D]
   // Last valid token of each row: valid tokens are contiguous, so it is the row's highest index.
   Tensor idx = torch::arange(T, pos.options()).view({1, T}).expand({B, T});
   Tensor last = idx.masked_fill(~valid_b, -1).amax(1);                    // [B]

@@ -26,4 +26,11 @@ struct SequenceBatch {
 SequenceBatch make_sequence_batch(const std::vector<std::vector<int32_t>>& prompts,
                                   const std::vector<std::vector<int32_t>>& completions);
 
+// Splits items of the given lengths into micro-batches whose padded size (rows x longest row)
+// stays within `token_budget`, grouping similar lengths (longest first) so long-tailed batches do
+// not pad every row to the longest one. An item longer than the budget gets a micro-batch alone.
+// Returns indices into `lengths`; every index appears exactly once.
+std::vector<std::vector<size_t>> pack_by_token_budget(const std::vector<int64_t>& lengths,
+                                                      int64_t token_budget);
+
 }  // namespace streamrl::rl

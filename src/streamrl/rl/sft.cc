@@ -41,6 +41,7 @@ SftConfig SftConfig::from_config(const core::Config& root) {
   core::Config train = root.section("train");
   train.get("steps", c.steps);
   train.get("batch_size", c.batch_size);
+  train.get("micro_batch_tokens", c.micro_batch_tokens);
   train.get("log_every", c.log_every);
   c.optim.total_steps = c.steps;
   c.optim.read(train.section("optim"));
@@ -56,6 +57,7 @@ SftConfig SftConfig::from_config(const core::Config& root) {
   root.check_all_used();
   if (c.steps < 1) throw InputError("train.steps must be >= 1");
   if (c.batch_size < 1) throw InputError("train.batch_size must be >= 1");
+  if (c.micro_batch_tokens < 1) throw InputError("train.micro_batch_tokens must be >= 1");
   if (c.eval.n < 0 || c.eval.max_new_tokens < 1)
     throw InputError("eval.n >= 0 and eval.max_new_tokens >= 1 required");
   if (c.name.empty() || c.name.find('/') != std::string::npos) {
@@ -144,21 +146,34 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
       prompts.push_back(std::move(prompt));
       completions.push_back(std::move(target));
     }
-    SequenceBatch batch = make_sequence_batch(prompts, completions);
+    // Token-mean over the whole batch: each micro-batch adds its summed loss divided by the
+    // batch's total completion tokens, so the split does not change the update.
+    std::vector<int64_t> lengths;
+    int64_t total_tokens = 0;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      lengths.push_back(static_cast<int64_t>(prompts[i].size() + completions[i].size()));
+      total_tokens += static_cast<int64_t>(completions[i].size());
+    }
     const double lr = lr_at(c.optim, step);
     set_lr(*optimizer, lr);
     optimizer->zero_grad();
-    auto out = model->score(batch.tokens, batch.valid);
-    auto loss = -(out.logprobs * batch.completion).sum() /
-                static_cast<double>(std::max<int64_t>(1, batch.num_completion_tokens));
-    loss_value = loss.item<double>();
+    loss_value = 0;
+    for (const auto& micro : pack_by_token_budget(lengths, c.micro_batch_tokens)) {
+      std::vector<std::vector<int32_t>> mp, mc;
+      for (size_t i : micro) mp.push_back(prompts[i]), mc.push_back(completions[i]);
+      SequenceBatch batch = make_sequence_batch(mp, mc);
+      auto out = model->score(batch.tokens, batch.valid);
+      auto loss = -(out.logprobs * batch.completion).sum() /
+                  static_cast<double>(std::max<int64_t>(1, total_tokens));
+      loss.backward();
+      loss_value += loss.item<double>();
+    }
     if (!std::isfinite(loss_value)) {
       auto last = latest_checkpoint(run_dir);
       throw RuntimeFailure(
           "sft loss is " + std::to_string(loss_value) + " at step " + std::to_string(step) +
           "; last good checkpoint: " + (last ? last->dir.string() : std::string("none")));
     }
-    loss.backward();
     const double grad_norm = clip_grad_norm(*model, c.optim.grad_clip);
     if (!std::isfinite(grad_norm)) {
       throw RuntimeFailure("sft gradient norm is not finite at step " + std::to_string(step));
@@ -170,7 +185,7 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
                           {"loss", loss_value},
                           {"lr", lr},
                           {"grad_norm", grad_norm},
-                          {"tokens", batch.num_completion_tokens}};
+                          {"tokens", total_tokens}};
     if (c.eval_every > 0 && done % c.eval_every == 0 && done < c.steps && c.eval.n > 0) {
       torch::NoGradGuard no_grad;
       EvalResult er = evaluate(model, *tok, task, c.eval);

@@ -30,8 +30,9 @@ struct SftConfig {
   std::string verifier = "numeric";
   // training
   int steps = 1000;
-  int batch_size = 32;  // sequences per optimizer step
-  OptimConfig optim;    // optim.total_steps is set to `steps`
+  int batch_size = 32;            // sequences per optimizer step
+  int micro_batch_tokens = 4096;  // padded tokens per forward/backward (gradient accumulation)
+  OptimConfig optim;              // optim.total_steps is set to `steps`
   // periodic work (0 disables)
   int log_every = 10;
   int eval_every = 0;

@@ -1,0 +1,120 @@
+#include "streamrl/engine/profile.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+
+#include "streamrl/core/errors.h"
+#include "streamrl/core/threads.h"
+#include "streamrl/engine/sampler.h"
+#include "streamrl/model/kv_cache.h"
+
+namespace streamrl::engine {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+Profile measure_profile(model::CausalLM& model, const ProfileConfig& config) {
+  torch::NoGradGuard no_grad;
+  Profile p;
+  p.threads = core::aten_threads();
+  const auto& mc = model->config();
+  SamplingParams params;
+  for (int ctx : config.contexts) {
+    if (ctx + config.steps + 1 > mc.max_position_embeddings) continue;
+    for (int bs : config.batch_sizes) {
+      // Cache contents do not change the cost of attention, so the cache is left as zeros and
+      // only the positions say how much context each step attends to.
+      model::KVCache cache(mc, bs, ctx + config.steps + 1);
+      auto slots = torch::arange(bs, torch::kLong);
+      auto tokens = torch::randint(mc.vocab_size, {bs, 1}, torch::kLong);
+      auto valid = torch::ones({bs, 1}, torch::kBool);
+      std::vector<const SamplingParams*> ps(bs, &params);
+      std::vector<double> u(bs, 0.5);
+      std::vector<double> times;
+      for (int s = 0; s <= config.steps; ++s) {
+        auto t0 = Clock::now();
+        auto logits = model->forward_cached(tokens, torch::full({bs, 1}, ctx + s, torch::kLong),
+                                            valid, slots, cache);
+        tokens = sample_tokens(logits, ps, u).tokens.view({bs, 1});
+        if (s > 0) times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+      }
+      p.ptl.push_back({bs, ctx, median(times)});
+    }
+  }
+  const int pb = config.prefill_batch;
+  const int pl = std::min<int>(config.prefill_len, mc.max_position_embeddings);
+  model::KVCache cache(mc, pb, pl);
+  auto tokens = torch::randint(mc.vocab_size, {pb, pl}, torch::kLong);
+  auto pos = torch::arange(pl, torch::kLong).repeat({pb, 1});
+  auto valid = torch::ones({pb, pl}, torch::kBool);
+  std::vector<double> times;
+  for (int r = 0; r < 3; ++r) {
+    auto t0 = Clock::now();
+    model->forward_cached(tokens, pos, valid, torch::arange(pb, torch::kLong), cache);
+    times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  p.prefill_tokens_per_s = pb * pl / median(times);
+  return p;
+}
+
+double Profile::step_seconds(double batch_size, int context) const {
+  if (ptl.empty()) throw InputError("profile has no PTL points");
+  // Nearest measured context.
+  int best_ctx = ptl.front().context;
+  for (const auto& pt : ptl) {
+    if (std::abs(pt.context - context) < std::abs(best_ctx - context)) best_ctx = pt.context;
+  }
+  std::vector<std::pair<double, double>> curve;  // (batch, seconds)
+  for (const auto& pt : ptl) {
+    if (pt.context == best_ctx) curve.emplace_back(pt.batch_size, pt.step_seconds);
+  }
+  std::sort(curve.begin(), curve.end());
+  if (curve.size() == 1 || batch_size <= curve.front().first) return curve.front().second;
+  for (size_t i = 1; i < curve.size(); ++i) {
+    if (batch_size <= curve[i].first || i + 1 == curve.size()) {
+      const auto& [b0, s0] = curve[i - 1];
+      const auto& [b1, s1] = curve[i];
+      return s0 + (s1 - s0) * (batch_size - b0) / (b1 - b0);
+    }
+  }
+  return curve.back().second;
+}
+
+nlohmann::json Profile::to_json() const {
+  nlohmann::json pts = nlohmann::json::array();
+  for (const auto& pt : ptl) {
+    pts.push_back({{"batch_size", pt.batch_size},
+                   {"context", pt.context},
+                   {"step_seconds", pt.step_seconds},
+                   {"tokens_per_s", pt.tokens_per_s()}});
+  }
+  return {{"ptl", pts}, {"prefill_tokens_per_s", prefill_tokens_per_s}, {"threads", threads}};
+}
+
+Profile Profile::from_json(const nlohmann::json& j) {
+  Profile p;
+  try {
+    for (const auto& pt : j.at("ptl")) {
+      p.ptl.push_back({pt.at("batch_size").get<int>(), pt.at("context").get<int>(),
+                       pt.at("step_seconds").get<double>()});
+      if (!(p.ptl.back().step_seconds > 0)) throw InputError("step_seconds must be positive");
+    }
+    p.prefill_tokens_per_s = j.value("prefill_tokens_per_s", 0.0);
+    p.threads = j.value("threads", 0);
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(std::string("malformed profile: ") + e.what());
+  }
+  if (p.ptl.empty()) throw InputError("malformed profile: no PTL points");
+  return p;
+}
+
+}  // namespace streamrl::engine

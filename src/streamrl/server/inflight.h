@@ -1,0 +1,62 @@
+// The engine requests behind one HTTP request: submits them, hands their finished samples to the
+// HTTP thread that waits for them, and aborts whatever is unfinished when it is destroyed (the
+// client went away, the request timed out, or the server is stopping). Cancellation is RAII, so no
+// exit path of a handler can leak engine work.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "streamrl/engine/engine.h"
+
+namespace streamrl::server {
+
+// One prompt to run, as parsed from either API (OpenAI or native).
+struct PromptJob {
+  std::vector<int32_t> prompt_ids;
+  int n = 1;
+  engine::SamplingParams params;
+  double length_estimate = 0;  // for LPT admission
+};
+
+// A finished sample and the position of its job in submission order.
+struct Finished {
+  size_t job = 0;
+  engine::Sample sample;
+};
+
+// One HTTP thread uses an Inflight; the engine thread only pushes samples into it.
+class Inflight {
+ public:
+  // `engine` must outlive this object; `aborted` counts engine requests aborted by destructors.
+  Inflight(engine::Engine& engine, std::atomic<int64_t>& aborted);
+  ~Inflight();  // aborts every submitted request that still has unfinished samples
+  Inflight(const Inflight&) = delete;
+  Inflight& operator=(const Inflight&) = delete;
+
+  // Submits `job` as one engine request under a process-unique engine id. Throws InputError from
+  // Engine::add_request (a prompt that can never fit).
+  void submit(const PromptJob& job);
+
+  // The next finished sample, waiting at most `timeout`; nullopt when none arrived.
+  std::optional<Finished> next(std::chrono::milliseconds timeout);
+
+  // Samples submitted but not yet returned by next().
+  int64_t remaining() const { return remaining_; }
+
+ private:
+  struct Mailbox;  // shared with the engine callbacks, which may outlive this object
+
+  engine::Engine& engine_;
+  std::atomic<int64_t>& aborted_;
+  std::shared_ptr<Mailbox> mailbox_;
+  std::vector<int64_t> engine_ids_;  // per job
+  std::vector<int> unfinished_;      // per job: samples not yet returned
+  int64_t remaining_ = 0;
+};
+
+}  // namespace streamrl::server

@@ -1,0 +1,94 @@
+// Native batch generate API: parsing and sample lines (see native_api.h).
+#include "streamrl/server/native_api.h"
+
+#include <limits>
+
+#include "streamrl/core/errors.h"
+#include "streamrl/server/json_fields.h"
+
+namespace streamrl::server {
+namespace {
+
+PromptJob parse_job(const nlohmann::json& r, const tokenizer::Tokenizer& tok,
+                    const std::string& where) {
+  if (!r.is_object()) throw InputError(where + " must be an object");
+  reject_unknown_fields(
+      r,
+      {"id", "prompt", "prompt_ids", "n", "max_new_tokens", "temperature", "top_p", "top_k", "seed",
+       "stop_token_ids", "length_estimate", "ignore_eos"},
+      where);
+  const bool has_text = r.contains("prompt") && !r["prompt"].is_null();
+  const bool has_ids = r.contains("prompt_ids") && !r["prompt_ids"].is_null();
+  if (has_text == has_ids) throw InputError(where + ": give exactly one of 'prompt', 'prompt_ids'");
+  PromptJob job;
+  if (has_text) {
+    if (!r["prompt"].is_string()) throw InputError(where + ": 'prompt' must be a string");
+    if (tok.bos_id() >= 0) job.prompt_ids.push_back(tok.bos_id());
+    auto body = tok.encode(r["prompt"].get<std::string>());
+    job.prompt_ids.insert(job.prompt_ids.end(), body.begin(), body.end());
+  } else {
+    job.prompt_ids = token_ids(r["prompt_ids"], "prompt_ids");
+  }
+  try {
+    const engine::SamplingParams defaults;
+    constexpr double kNoLimit = std::numeric_limits<double>::max();
+    job.n = static_cast<int>(int_field(r, "n", 1, 1, 1 << 16));
+    job.params.max_new_tokens =
+        static_cast<int>(int_field(r, "max_new_tokens", defaults.max_new_tokens, 1, 1 << 30));
+    job.params.temperature =
+        static_cast<float>(number_field(r, "temperature", defaults.temperature, 0, kNoLimit));
+    job.params.top_p = static_cast<float>(number_field(r, "top_p", defaults.top_p, 0, 1));
+    if (job.params.top_p <= 0) throw InputError("'top_p' must be a number in (0, 1]");
+    job.params.top_k = static_cast<int>(int_field(r, "top_k", defaults.top_k, 0, 1 << 30));
+    if (r.contains("seed") && !r["seed"].is_null()) {
+      if (!r["seed"].is_number_integer()) throw InputError("'seed' must be an integer");
+      job.params.seed = r["seed"].get<uint64_t>();
+    }
+    if (r.contains("stop_token_ids") && !r["stop_token_ids"].is_null()) {
+      job.params.stop_token_ids = token_ids(r["stop_token_ids"], "stop_token_ids");
+    }
+    job.length_estimate = number_field(r, "length_estimate", 0, 0, kNoLimit);
+    if (tok.eos_id() >= 0 && !bool_field(r, "ignore_eos", false)) {
+      job.params.stop_token_ids.push_back(tok.eos_id());
+    }
+  } catch (const InputError& e) {
+    throw InputError(where + ": " + e.what());
+  }
+  return job;
+}
+
+}  // namespace
+
+GenerateRequest parse_generate_request(std::string_view body, const tokenizer::Tokenizer& tok) {
+  const nlohmann::json j = parse_json_object(body);
+  reject_unknown_fields(j, {"requests"}, "generate request");
+  if (!j.contains("requests") || !j["requests"].is_array() || j["requests"].empty()) {
+    throw InputError("'requests' must be a non-empty array");
+  }
+  GenerateRequest out;
+  const auto& requests = j["requests"];
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const std::string where = "requests[" + std::to_string(i) + "]";
+    out.jobs.push_back(parse_job(requests[i], tok, where));
+    const auto id = requests[i].find("id");
+    out.ids.push_back(id == requests[i].end() || id->is_null() ? nlohmann::json(i) : *id);
+  }
+  return out;
+}
+
+nlohmann::json sample_line(const nlohmann::json& id, const engine::Sample& s,
+                           const tokenizer::Tokenizer& tok) {
+  return {{"id", id},
+          {"sample_index", s.sample_index},
+          {"prompt_ids", s.prompt_ids},
+          {"output_ids", s.output_ids},
+          {"text", tok.decode(s.output_ids)},
+          {"logprobs", s.logprobs},
+          {"finish_reason", engine::to_string(s.finish_reason)},
+          {"weight_version", s.weight_version},
+          {"queue_s", s.queue_s},
+          {"prefill_s", s.prefill_s},
+          {"decode_s", s.decode_s}};
+}
+
+}  // namespace streamrl::server

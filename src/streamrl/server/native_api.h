@@ -1,0 +1,34 @@
+// The native batch API (`POST /generate`) for a trainer's remote SGS client: prompts as text or
+// token ids, and every finished sample streamed back as one JSON line carrying the Sample record
+// unchanged (ids, log-probs, finish reason, weight version, timings; STYLE.md habit 3).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string_view>
+#include <vector>
+
+#include "streamrl/engine/sample.h"
+#include "streamrl/server/inflight.h"
+#include "streamrl/tokenizer/tokenizer.h"
+
+namespace streamrl::server {
+
+struct GenerateRequest {
+  std::vector<nlohmann::json> ids;  // the client's id of each job (any JSON value; default: index)
+  std::vector<PromptJob> jobs;
+};
+
+// Parses {"requests": [{"id", "prompt" | "prompt_ids", "n", "max_new_tokens", "temperature",
+// "top_p", "top_k", "seed", "stop_token_ids", "length_estimate", "ignore_eos"}, ...]}. Defaults
+// are those of engine::SamplingParams; a text prompt becomes [BOS] + encode(text)
+// (rl::encode_prompt's rule); EOS stops unless "ignore_eos" (for fixed-length benchmarks). Throws
+// InputError with one line naming the request and field.
+GenerateRequest parse_generate_request(std::string_view body, const tokenizer::Tokenizer& tok);
+
+// {"id", "sample_index", "prompt_ids", "output_ids", "text", "logprobs", "finish_reason",
+//  "weight_version", "queue_s", "prefill_s", "decode_s"} for one finished sample.
+nlohmann::json sample_line(const nlohmann::json& id, const engine::Sample& sample,
+                           const tokenizer::Tokenizer& tok);
+
+}  // namespace streamrl::server

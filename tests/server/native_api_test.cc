@@ -1,0 +1,71 @@
+// Native /generate parsing and sample lines.
+#include "streamrl/server/native_api.h"
+
+#include <gtest/gtest.h>
+
+#include "streamrl/core/errors.h"
+
+namespace streamrl::server {
+namespace {
+
+TEST(NativeApi, ParsesTextAndIdPromptsWithDefaults) {
+  auto tok = tokenizer::make_tokenizer("char");
+  nlohmann::json body = {
+      {"requests",
+       {{{"id", "q1"}, {"prompt", "ab"}, {"n", 2}, {"max_new_tokens", 9}, {"length_estimate", 40}},
+        {{"prompt_ids", {7, 8}}, {"temperature", 0}, {"seed", 3}, {"stop_token_ids", {4}}}}}};
+  GenerateRequest r = parse_generate_request(body.dump(), *tok);
+  ASSERT_EQ(r.jobs.size(), 2u);
+  EXPECT_EQ(r.ids[0], "q1");
+  EXPECT_EQ(r.ids[1], 1);  // default id: position
+  EXPECT_EQ(r.jobs[0].prompt_ids.front(), tok->bos_id());
+  EXPECT_EQ(r.jobs[0].n, 2);
+  EXPECT_EQ(r.jobs[0].params.max_new_tokens, 9);
+  EXPECT_DOUBLE_EQ(r.jobs[0].length_estimate, 40);
+  EXPECT_EQ(r.jobs[1].prompt_ids, (std::vector<int32_t>{7, 8}));
+  EXPECT_EQ(r.jobs[1].params.max_new_tokens, engine::SamplingParams().max_new_tokens);
+  EXPECT_EQ(r.jobs[1].params.stop_token_ids, (std::vector<int32_t>{4, tok->eos_id()}));
+}
+
+TEST(NativeApi, ErrorsNameTheRequest) {
+  auto tok = tokenizer::make_tokenizer("char");
+  auto expect_error = [&](const nlohmann::json& body, const std::string& needle) {
+    try {
+      parse_generate_request(body.dump(), *tok);
+      ADD_FAILURE() << "accepted " << body.dump();
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  expect_error({{"requests", nlohmann::json::array()}}, "non-empty array");
+  expect_error({{"requests", {{{"prompt", "a"}}, {{"prompt", "a"}, {"prompt_ids", {1}}}}}},
+               "requests[1]: give exactly one");
+  expect_error({{"requests", {{{"prompt", "a"}, {"top_k", -1}}}}}, "requests[0]: 'top_k'");
+  expect_error({{"requests", {{{"prompt", "a"}, {"max_tokens", 3}}}}},
+               "unknown field 'max_tokens'");
+}
+
+TEST(NativeApi, SampleLineCarriesTheSampleRecord) {
+  auto tok = tokenizer::make_tokenizer("char");
+  engine::Sample s;
+  s.sample_index = 1;
+  s.prompt_ids = {1, 7};
+  s.output_ids = tok->encode("hi");
+  s.logprobs = {-1.0f, -2.0f};
+  s.finish_reason = engine::FinishReason::kStop;
+  s.weight_version = 4;
+  s.queue_s = 0.5;
+  auto line = sample_line("q", s, *tok);
+  EXPECT_EQ(line["id"], "q");
+  EXPECT_EQ(line["sample_index"], 1);
+  EXPECT_EQ(line["text"], "hi");
+  EXPECT_EQ(line["finish_reason"], "stop");
+  EXPECT_EQ(line["weight_version"], 4);
+  EXPECT_EQ(line["logprobs"].size(), 2u);
+  for (const char* key : {"prompt_ids", "output_ids", "queue_s", "prefill_s", "decode_s"}) {
+    EXPECT_TRUE(line.contains(key)) << key;
+  }
+}
+
+}  // namespace
+}  // namespace streamrl::server
