@@ -9,6 +9,7 @@
 #include <sstream>
 #include <thread>
 
+#include "streamrl/core/errors.h"
 #include "streamrl/engine/static_batch.h"
 #include "streamrl/model/checkpoint.h"
 #include "streamrl/server/openai_api.h"
@@ -391,6 +392,13 @@ TEST_F(ServerTest, SlowRequestTimesOutAndIsAborted) {
   ASSERT_EQ(events.size(), 2u) << res->body;
   EXPECT_NE(events[0].find("timeout_error"), std::string::npos);
   EXPECT_EQ(events[1], "data: [DONE]");
+}
+
+TEST_F(ServerTest, PortInUseIsAnError) {
+  ServerConfig config;
+  config.port = server_->port();
+  config.threads = 1;
+  EXPECT_THROW(Server(*engine_, *tok_, config), RuntimeFailure);
 }
 
 TEST_F(ServerTest, ConcurrentClients) {

@@ -18,6 +18,7 @@
 #include "streamrl/server/http_server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <random>
 
@@ -126,6 +127,12 @@ Server::Server(engine::Engine& engine, const tokenizer::Tokenizer& tok, ServerCo
       engine_, [threads] { core::apply_core_budget(threads); });
   http_ = std::make_unique<httplib::Server>();
   http_->new_task_queue = [n = config_.http_threads] { return new httplib::ThreadPool(n); };
+  // httplib's default also sets SO_REUSEPORT, which lets a second server bind the same port and
+  // silently take half its connections; a port in use must be an error instead.
+  http_->set_socket_options([](httplib::socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
   http_->set_payload_max_length(std::max(config_.max_body_bytes, config_.max_weight_bucket_bytes));
   route();
   port_ = config_.port == 0 ? http_->bind_to_any_port(config_.host)
