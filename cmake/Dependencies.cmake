@@ -6,11 +6,12 @@ find_package(Threads REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
 
-find_path(HTTPLIB_INCLUDE_DIR httplib.h REQUIRED)
+# Debian's cpp-httplib is a compiled library whose class layouts depend on the feature macros its
+# pkg-config file exports (OpenSSL, zlib, brotli); using it through pkg-config keeps them in step.
+pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
 find_path(CLI11_INCLUDE_DIR CLI/CLI.hpp REQUIRED)
 add_library(streamrl_httplib INTERFACE)
-target_include_directories(streamrl_httplib SYSTEM INTERFACE ${HTTPLIB_INCLUDE_DIR})
-target_link_libraries(streamrl_httplib INTERFACE Threads::Threads)
+target_link_libraries(streamrl_httplib INTERFACE PkgConfig::HTTPLIB Threads::Threads)
 add_library(streamrl_cli11 INTERFACE)
 target_include_directories(streamrl_cli11 SYSTEM INTERFACE ${CLI11_INCLUDE_DIR})
 

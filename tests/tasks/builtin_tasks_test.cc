@@ -71,6 +71,7 @@ TEST(SumTask, RunningTotalFormat) {
   EXPECT_EQ(p.visible_size, 3);
   EXPECT_EQ(p.difficulty, 1);
   EXPECT_EQ(make_sum_problem(std::vector<int64_t>{3, 0}).demonstration, "3+0=3;#3");
+  EXPECT_EQ(make_sum_problem(std::vector<int64_t>{4, 7, 9}).demonstration, "4+7=11;11+9=20;#20");
 }
 
 TEST(SumTask, EveryGeneratedStepAddsTheNextOperandToThePreviousTotal) {
@@ -81,7 +82,7 @@ TEST(SumTask, EveryGeneratedStepAddsTheNextOperandToThePreviousTotal) {
     ASSERT_GE(operands.size(), 2u);
     ASSERT_LE(operands.size(), static_cast<size_t>(kSumMaxOperands));
     ASSERT_EQ(p.visible_size, static_cast<int>(operands.size()));
-    for (const std::string& x : operands) ASSERT_LE(x.size(), 3u);
+    for (const std::string& x : operands) ASSERT_EQ(x.size(), 1u) << p.prompt;
     const std::vector<std::string> steps = steps_of(p);
     ASSERT_EQ(steps.size(), operands.size() - 1);
     std::string total = operands[0];
@@ -116,15 +117,17 @@ TEST(SumTask, LengthsAreHeavyTailedAndMostlyVisible) {
 }
 
 TEST(SumTask, SameOperandCountStillVariesInLength) {
+  // Carries widen the running total at value-dependent steps, so the operand count alone does not
+  // fix the length.
   const SumTask task;
   size_t shortest = 1000, longest = 0;
   for (uint64_t seed = 0; seed < 5000; ++seed) {
     const Problem p = task.generate(seed);
-    if (p.visible_size != 5) continue;
+    if (p.visible_size != 10) continue;
     shortest = std::min(shortest, p.demonstration.size());
     longest = std::max(longest, p.demonstration.size());
   }
-  EXPECT_GE(longest, shortest * 2);
+  EXPECT_GE(longest, shortest + 8);
 }
 
 TEST(MulTask, PartialProductFormat) {

@@ -100,6 +100,12 @@ void Engine::update_weights(int64_t version, std::map<std::string, torch::Tensor
   // Validate now, on the caller's thread, so a bad update fails its sender rather than the engine.
   std::map<std::string, torch::Tensor> expected;
   for (auto& [name, t] : model_->named_weights()) expected[name] = t;
+  for (const auto& [name, t] : weights) {
+    const bool tied_head = name == "lm_head.weight" && model_->config().tie_word_embeddings;
+    if (!expected.count(name) && !tied_head) {
+      throw InputError("update_weights: unexpected tensor '" + name + "'");
+    }
+  }
   for (const auto& [name, t] : expected) {
     auto it = weights.find(name);
     if (it == weights.end()) throw InputError("update_weights: tensor '" + name + "' is missing");
@@ -300,7 +306,14 @@ bool Engine::step() {
   torch::NoGradGuard no_grad;
   const double t0 = now_s();
   apply_pending();
-  if (waiting_.empty() && running_.empty()) return false;
+  if (waiting_.empty() && running_.empty()) {
+    // Aborts and weight swaps on an idle engine still show in the stats.
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.waiting_requests = 0;
+    stats_.running_samples = 0;
+    stats_.weight_version = weight_version_;
+    return false;
+  }
   forward_and_sample(admit());
   // Finished samples leave at once (stop token or length), in completion order.
   for (size_t i = 0; i < running_.size();) {

@@ -60,8 +60,16 @@ void load_weights(CausalLM& model, const std::map<std::string, torch::Tensor>& w
     param.copy_(it->second.to(torch::kFloat32));
   }
   for (const auto& [name, t] : weights) {
-    // Tied checkpoints sometimes still carry lm_head.weight; it must then equal the embedding.
-    if (expected.count(name) || (name == "lm_head.weight" && model->config().tie_word_embeddings)) {
+    if (expected.count(name)) continue;
+    // Tied checkpoints sometimes still carry lm_head.weight; it must then equal the embedding,
+    // which is what the model will use.
+    if (name == "lm_head.weight" && model->config().tie_word_embeddings) {
+      const torch::Tensor& emb = expected.at("model.embed_tokens.weight");
+      if (t.sizes() != emb.sizes() || !t.is_floating_point() ||
+          !torch::allclose(t.to(torch::kFloat32), emb, 1e-3, 1e-3)) {
+        throw InputError(source + ": tensor 'lm_head.weight' differs from the tied " +
+                         "'model.embed_tokens.weight' (config says tie_word_embeddings)");
+      }
       continue;
     }
     throw InputError(source + ": unexpected tensor '" + name + "' (shape " + shape_str(t.sizes()) +

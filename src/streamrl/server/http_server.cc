@@ -122,14 +122,11 @@ Server::Server(engine::Engine& engine, const tokenizer::Tokenizer& tok, ServerCo
       config_(std::move(config)),
       id_prefix_("cmpl-" + random_hex() + "-"),
       weight_version_(engine.stats().weight_version) {
-  const int threads = config_.threads > 0 ? config_.threads : core::available_cores();
-  engine_thread_ = std::make_unique<engine::EngineThread>(
-      engine_, [threads] { core::apply_core_budget(threads); });
   http_ = std::make_unique<httplib::Server>();
   http_->new_task_queue = [n = config_.http_threads] { return new httplib::ThreadPool(n); };
   // httplib's default also sets SO_REUSEPORT, which lets a second server bind the same port and
   // silently take half its connections; a port in use must be an error instead.
-  http_->set_socket_options([](httplib::socket_t sock) {
+  http_->set_socket_options([](socket_t sock) {
     int yes = 1;
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
   });
@@ -140,6 +137,11 @@ Server::Server(engine::Engine& engine, const tokenizer::Tokenizer& tok, ServerCo
   if (port_ <= 0) {
     throw RuntimeFailure("cannot listen on " + config_.host + ":" + std::to_string(config_.port));
   }
+  // The engine thread starts only once the port is ours: a server that fails to bind must not
+  // step an engine that may already have another server.
+  const int threads = config_.threads > 0 ? config_.threads : core::available_cores();
+  engine_thread_ = std::make_unique<engine::EngineThread>(
+      engine_, [threads] { core::apply_core_budget(threads); });
   listener_ = std::thread([this] {
     http_->listen_after_bind();
     listener_done_.store(true);
