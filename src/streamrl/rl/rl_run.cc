@@ -31,20 +31,11 @@ RlRunConfig RlRunConfig::from_config(const core::Config& root) {
   c.optim.lr = 1e-4;  // RL fine-tuning default: much smaller than SFT's
   c.optim.min_lr_ratio = 1.0;
   c.optim.weight_decay = 0.0;
-  core::Config run = root.section("run");
-  run.get("name", c.name);
-  run.get("dir", c.runs_dir);
-  run.get("seed", c.seed);
-  run.get("threads", c.threads);
-  run.get("resume", c.resume);
+  c.run.read(root.section("run"));
   root.get("mode", c.mode);
   core::Config policy = root.section("policy");
   c.init_from = policy.require<std::string>("init_from");
-  core::Config data = root.section("data");
-  c.task = tasks::default_task_name();
-  data.get("task", c.task);
-  data.get("jsonl", c.jsonl);
-  data.get("verifier", c.verifier);
+  c.data.read(root.section("data"));
   core::Config rollout = root.section("rollout");
   rollout.get("prompts_per_iteration", c.prompts_per_iteration);
   rollout.get("group_size", c.group_size);
@@ -62,14 +53,8 @@ RlRunConfig RlRunConfig::from_config(const core::Config& root) {
   core::Config algo = root.section("algo");
   c.adv.read(algo);
   c.loss.read(algo);
-  core::Config eval = root.section("eval");
-  eval.get("every", c.eval_every);
-  eval.get("n", c.eval.n);
-  eval.get("max_new_tokens", c.eval.max_new_tokens);
-  eval.get("batch_size", c.eval.batch_size);
-  core::Config ckpt = root.section("checkpoint");
-  ckpt.get("every", c.checkpoint_every);
-  ckpt.get("keep", c.keep_checkpoints);
+  read_eval(root.section("eval"), &c.eval_every, &c.eval);
+  c.checkpoint.read(root.section("checkpoint"));
   root.check_all_used();
   if (c.mode != "colocate") {
     throw InputError("mode '" + c.mode + "' is not available yet (available: colocate)");
@@ -84,9 +69,6 @@ RlRunConfig RlRunConfig::from_config(const core::Config& root) {
   }
   if (c.max_new_tokens < 1 || !(c.temperature > 0)) {
     throw InputError("rollout.max_new_tokens >= 1 and rollout.temperature > 0 required");
-  }
-  if (c.name.empty() || c.name.find('/') != std::string::npos) {
-    throw InputError("run.name must be a non-empty name without '/', got '" + c.name + "'");
   }
   return c;
 }
@@ -109,13 +91,12 @@ struct IterationStats {
 
 nlohmann::json run_rl(const RlRunConfig& c, const std::string& resolved_config_yaml) {
   auto run_start = Clock::now();
-  core::apply_core_budget(c.threads > 0 ? c.threads : core::available_cores());
-  const fs::path run_dir = fs::path(c.runs_dir) / c.name;
+  core::apply_core_budget(c.run.threads > 0 ? c.run.threads : core::available_cores());
+  const fs::path run_dir = c.run.dir();
 
   // 1. Data, tokenizer, policy, optional frozen reference, optimizer.
-  std::unique_ptr<tasks::Task> jsonl;
-  if (!c.jsonl.empty()) jsonl = std::make_unique<tasks::JsonlTask>(c.jsonl, c.verifier);
-  const tasks::Task& task = jsonl ? *jsonl : tasks::get_task(c.task);
+  std::unique_ptr<tasks::Task> owned;
+  const tasks::Task& task = c.data.load(&owned);
   auto tok = tokenizer::load_tokenizer(c.init_from);
   model::CausalLM policy = model::load_model(c.init_from);
   std::optional<model::CausalLM> ref;
@@ -123,7 +104,7 @@ nlohmann::json run_rl(const RlRunConfig& c, const std::string& resolved_config_y
   auto optimizer = make_adamw(*policy, c.optim);
 
   int64_t start_iter = 0;
-  if (c.resume) {
+  if (c.run.resume) {
     if (auto ck = latest_checkpoint(run_dir)) {
       model::load_weights(policy, model::read_safetensors_dir(ck->dir), ck->dir.string());
       start_iter = load_training_state(ck->dir, *optimizer).at("step").get<int64_t>();
@@ -156,7 +137,7 @@ nlohmann::json run_rl(const RlRunConfig& c, const std::string& resolved_config_y
   }
 
   // 2. Iterations.
-  telemetry::Progress progress("rl " + c.name, c.iterations);
+  telemetry::Progress progress("rl " + c.run.name, c.iterations);
   for (int64_t it = start_iter; it < c.iterations; ++it) {
     auto iter_start = Clock::now();
     IterationStats st;
@@ -166,7 +147,7 @@ nlohmann::json run_rl(const RlRunConfig& c, const std::string& resolved_config_y
     std::mutex mu;
     for (int i = 0; i < c.prompts_per_iteration; ++i) {
       const uint64_t index = static_cast<uint64_t>(it) * c.prompts_per_iteration + i;
-      problems.push_back(tasks::draw_problem(task, c.seed, tasks::Split::kTrain, index));
+      problems.push_back(tasks::draw_problem(task, c.run.seed, tasks::Split::kTrain, index));
     }
     for (int i = 0; i < c.prompts_per_iteration; ++i) {
       engine::Request r;
@@ -177,7 +158,7 @@ nlohmann::json run_rl(const RlRunConfig& c, const std::string& resolved_config_y
       r.params.top_p = c.top_p;
       r.params.max_new_tokens =
           std::min<int>(c.max_new_tokens, ec.max_seq_len - static_cast<int>(r.prompt_ids.size()));
-      r.params.seed = c.seed * 1000003ull + static_cast<uint64_t>(it);
+      r.params.seed = c.run.seed * 1000003ull + static_cast<uint64_t>(it);
       if (tok->eos_id() >= 0) r.params.stop_token_ids = {tok->eos_id()};
       // Per-sample work runs on arrival: the reward is a function of this one sample.
       r.on_sample = [&, i](engine::Sample&& s) {
@@ -293,16 +274,16 @@ nlohmann::json run_rl(const RlRunConfig& c, const std::string& resolved_config_y
     std::snprintf(status, sizeof(status), "reward %.3f len %.0f kl %.4f %.1fs/it", reward_mean,
                   mean_len, m.kl_mean(), iter_s);
     progress.update(done, status);
-    if (c.checkpoint_every > 0 && done % c.checkpoint_every == 0 && done < c.iterations) {
+    if (c.checkpoint.every > 0 && done % c.checkpoint.every == 0 && done < c.iterations) {
       save_training_checkpoint(run_dir, done, policy, tok->to_json(), *optimizer,
-                               {{"step", done}, {"kind", "rl"}}, c.keep_checkpoints);
+                               {{"step", done}, {"kind", "rl"}}, c.checkpoint.keep);
     }
   }
   progress.finish();
 
   // 3. Final checkpoint and held-out evaluation.
   save_training_checkpoint(run_dir, c.iterations, policy, tok->to_json(), *optimizer,
-                           {{"step", c.iterations}, {"kind", "rl"}}, c.keep_checkpoints);
+                           {{"step", c.iterations}, {"kind", "rl"}}, c.checkpoint.keep);
   model::save_checkpoint(run_dir / "final", policy, tok->to_json());
   nlohmann::json result = {{"run_dir", run_dir.string()},
                            {"checkpoint", (run_dir / "final").string()},

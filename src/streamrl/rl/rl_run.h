@@ -12,22 +12,15 @@
 #include "streamrl/rl/optim.h"
 #include "streamrl/rl/policy_update.h"
 #include "streamrl/rl/rl_config.h"
+#include "streamrl/rl/run_options.h"
 
 namespace streamrl::rl {
 
 struct RlRunConfig {
-  // run
-  std::string name = "rl";
-  std::string runs_dir = "runs";
-  uint64_t seed = 0;
-  int threads = 0;  // 0 = all cores
-  bool resume = true;
+  RunOptions run{.name = "rl"};
   std::string mode = "colocate";  // only colocate so far
-  // policy and data
-  std::string init_from;  // checkpoint to start from (required), e.g. runs/sft_sum/final
-  std::string task;       // default: the default built-in task
-  std::string jsonl;
-  std::string verifier = "numeric";
+  std::string init_from;  // policy checkpoint to start from (required), e.g. runs/sft_sum/final
+  DataOptions data;
   // rollout
   int prompts_per_iteration = 32;
   int group_size = 8;  // samples per prompt (GRPO group)
@@ -44,8 +37,7 @@ struct RlRunConfig {
   // periodic work (0 disables)
   int eval_every = 10;
   EvalConfig eval;
-  int checkpoint_every = 10;
-  int keep_checkpoints = 2;
+  CheckpointOptions checkpoint;
 
   // Reads all sections; unknown keys and bad values are InputErrors.
   static RlRunConfig from_config(const core::Config& config);

@@ -23,21 +23,12 @@ namespace fs = std::filesystem;
 
 SftConfig SftConfig::from_config(const core::Config& root) {
   SftConfig c;
-  core::Config run = root.section("run");
-  run.get("name", c.name);
-  run.get("dir", c.runs_dir);
-  run.get("seed", c.seed);
-  run.get("threads", c.threads);
-  run.get("resume", c.resume);
+  c.run.read(root.section("run"));
   core::Config model = root.section("model");
   model.get("config", c.model_config);
   model.get("tokenizer", c.tokenizer);
   model.get("init_from", c.init_from);
-  core::Config data = root.section("data");
-  c.task = tasks::default_task_name();
-  data.get("task", c.task);
-  data.get("jsonl", c.jsonl);
-  data.get("verifier", c.verifier);
+  c.data.read(root.section("data"));
   core::Config train = root.section("train");
   train.get("steps", c.steps);
   train.get("batch_size", c.batch_size);
@@ -46,42 +37,24 @@ SftConfig SftConfig::from_config(const core::Config& root) {
   c.optim.total_steps = c.steps;
   c.optim.read(train.section("optim"));
   c.optim.total_steps = c.steps;
-  core::Config eval = root.section("eval");
-  eval.get("every", c.eval_every);
-  eval.get("n", c.eval.n);
-  eval.get("max_new_tokens", c.eval.max_new_tokens);
-  eval.get("batch_size", c.eval.batch_size);
-  core::Config ckpt = root.section("checkpoint");
-  ckpt.get("every", c.checkpoint_every);
-  ckpt.get("keep", c.keep_checkpoints);
+  read_eval(root.section("eval"), &c.eval_every, &c.eval);
+  c.checkpoint.read(root.section("checkpoint"));
   root.check_all_used();
   if (c.steps < 1) throw InputError("train.steps must be >= 1");
   if (c.batch_size < 1) throw InputError("train.batch_size must be >= 1");
   if (c.micro_batch_tokens < 1) throw InputError("train.micro_batch_tokens must be >= 1");
-  if (c.eval.n < 0 || c.eval.max_new_tokens < 1)
-    throw InputError("eval.n >= 0 and eval.max_new_tokens >= 1 required");
-  if (c.name.empty() || c.name.find('/') != std::string::npos) {
-    throw InputError("run.name must be a non-empty name without '/', got '" + c.name + "'");
-  }
   return c;
 }
 
-namespace {
-
-std::unique_ptr<tasks::Task> owned_task(const SftConfig& c) {
-  if (!c.jsonl.empty()) return std::make_unique<tasks::JsonlTask>(c.jsonl, c.verifier);
-  return nullptr;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_yaml) {
-  core::apply_core_budget(c.threads > 0 ? c.threads : core::available_cores());
-  const fs::path run_dir = fs::path(c.runs_dir) / c.name;
+  core::apply_core_budget(c.run.threads > 0 ? c.run.threads : core::available_cores());
+  const fs::path run_dir = c.run.dir();
 
   // 1. Data (loaded and checked before anything is trained), tokenizer and model.
-  std::unique_ptr<tasks::Task> jsonl = owned_task(c);
-  const tasks::Task& task = jsonl ? *jsonl : tasks::get_task(c.task);
+  std::unique_ptr<tasks::Task> owned;
+  const tasks::Task& task = c.data.load(&owned);
   std::unique_ptr<tokenizer::Tokenizer> tok;
   std::optional<model::CausalLM> lm;
   if (!c.init_from.empty()) {
@@ -94,7 +67,7 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
       throw InputError(c.model_config + ": vocab_size " + std::to_string(mc.vocab_size) +
                        " is smaller than the tokenizer's " + std::to_string(tok->vocab_size()));
     }
-    lm.emplace(model::CausalLM(mc, c.seed));
+    lm.emplace(model::CausalLM(mc, c.run.seed));
   }
   model::CausalLM& model = *lm;
   auto optimizer = make_adamw(*model, c.optim);
@@ -103,7 +76,7 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
   // 2. Resume from the newest checkpoint of this run, if any.
   int64_t start_step = 0;
   double loss_value = 0;
-  if (c.resume) {
+  if (c.run.resume) {
     if (auto ck = latest_checkpoint(run_dir)) {
       model::load_weights(model, model::read_safetensors_dir(ck->dir), ck->dir.string());
       nlohmann::json state = load_training_state(ck->dir, *optimizer);
@@ -122,20 +95,20 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
   auto checkpoint = [&](int64_t step) {
     return save_training_checkpoint(run_dir, step, model, tok->to_json(), *optimizer,
                                     {{"step", step}, {"kind", "sft"}, {"loss", loss_value}},
-                                    c.keep_checkpoints);
+                                    c.checkpoint.keep);
   };
 
   // 3. Train. Batch k holds train problems [k*B, (k+1)*B): the data position is a function of the
   // step, so a resumed run sees exactly the batches the uninterrupted one would.
   const int32_t eos = tok->eos_id();
-  telemetry::Progress progress("sft " + c.name, c.steps);
+  telemetry::Progress progress("sft " + c.run.name, c.steps);
   double last_eval_acc = -1;
   auto t0 = std::chrono::steady_clock::now();
   for (int64_t step = start_step; step < c.steps; ++step) {
     std::vector<std::vector<int32_t>> prompts, completions;
     for (int i = 0; i < c.batch_size; ++i) {
       const uint64_t index = static_cast<uint64_t>(step) * c.batch_size + i;
-      tasks::Problem p = tasks::draw_problem(task, c.seed, tasks::Split::kTrain, index);
+      tasks::Problem p = tasks::draw_problem(task, c.run.seed, tasks::Split::kTrain, index);
       std::vector<int32_t> prompt = encode_prompt(*tok, p.prompt);
       std::vector<int32_t> target =
           tok->encode(p.demonstration.empty() ? p.reference : p.demonstration);
@@ -198,7 +171,7 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
     std::string line = status;
     if (last_eval_acc >= 0) line += " eval acc " + std::to_string(last_eval_acc).substr(0, 5);
     progress.update(done, line);
-    if (c.checkpoint_every > 0 && done % c.checkpoint_every == 0 && done < c.steps)
+    if (c.checkpoint.every > 0 && done % c.checkpoint.every == 0 && done < c.steps)
       checkpoint(done);
   }
   progress.finish();

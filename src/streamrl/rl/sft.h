@@ -10,24 +10,17 @@
 #include "streamrl/core/config.h"
 #include "streamrl/rl/evaluate.h"
 #include "streamrl/rl/optim.h"
+#include "streamrl/rl/run_options.h"
 
 namespace streamrl::rl {
 
 struct SftConfig {
-  // run
-  std::string name = "sft";  // run directory is <runs_dir>/<name>
-  std::string runs_dir = "runs";
-  uint64_t seed = 0;   // data order and model init
-  int threads = 0;     // 0 = all cores
-  bool resume = true;  // continue from the newest checkpoint of the run directory
+  RunOptions run{.name = "sft"};
   // model: a fresh model from `model_config` + `tokenizer`, or the checkpoint `init_from`
   std::string model_config = "configs/model/tiny.json";
   std::string tokenizer = "char";
   std::string init_from;
-  // data: a built-in task, or a JSONL file scored by `verifier`
-  std::string task;  // default: the default built-in task
-  std::string jsonl;
-  std::string verifier = "numeric";
+  DataOptions data;
   // training
   int steps = 1000;
   int batch_size = 32;            // sequences per optimizer step
@@ -36,9 +29,8 @@ struct SftConfig {
   // periodic work (0 disables)
   int log_every = 10;
   int eval_every = 0;
-  int checkpoint_every = 200;
-  int keep_checkpoints = 2;  // older step_N directories are deleted
-  EvalConfig eval;           // held-out evaluation at eval_every and at the end
+  EvalConfig eval;  // held-out evaluation at eval_every and at the end
+  CheckpointOptions checkpoint{.every = 200};
 
   // Reads the `run`, `model`, `data`, `train`, `eval` and `checkpoint` sections and checks that no
   // unknown key is left. Throws InputError for bad values.

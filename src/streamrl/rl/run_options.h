@@ -1,0 +1,50 @@
+// Config sections shared by the training commands (`sft`, `train`): the run directory, the data
+// source and periodic checkpoints, read and validated in one place.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "streamrl/core/config.h"
+#include "streamrl/rl/evaluate.h"
+#include "streamrl/tasks/task.h"
+
+namespace streamrl::rl {
+
+// `run:` section.
+struct RunOptions {
+  std::string name;               // run directory is <dir>/<name>; no '/'
+  std::string runs_dir = "runs";  // key `dir`
+  uint64_t seed = 0;              // data order, init and sampling
+  int threads = 0;                // core budget; 0 = all cores
+  bool resume = true;             // continue from the newest checkpoint of the run directory
+
+  void read(const core::Config& section);  // InputError for a bad name
+  std::filesystem::path dir() const { return std::filesystem::path(runs_dir) / name; }
+};
+
+// `data:` section: a built-in task (default: the default task) or a JSONL file with a verifier.
+struct DataOptions {
+  std::string task;
+  std::string jsonl;
+  std::string verifier = "numeric";
+
+  void read(const core::Config& section);
+  // Loads the JSONL file now (so bad lines stop the run before training) into `*owned`, or looks
+  // up the built-in task. The returned task lives as long as `*owned` (or forever).
+  const tasks::Task& load(std::unique_ptr<tasks::Task>* owned) const;
+};
+
+// `eval:` section: the held-out evaluation and how often it runs (0 = only at the end).
+void read_eval(const core::Config& section, int* every, EvalConfig* eval);
+
+// `checkpoint:` section.
+struct CheckpointOptions {
+  int every = 10;  // iterations/steps between checkpoints; 0 = only the final one
+  int keep = 2;    // older step_N directories are deleted
+
+  void read(const core::Config& section);
+};
+
+}  // namespace streamrl::rl
