@@ -5,6 +5,7 @@
 #include <bit>
 
 #include "streamrl/core/errors.h"
+#include "streamrl/tasks/builtin/chain_task.h"
 #include "streamrl/tasks/builtin/collatz_task.h"
 #include "streamrl/tasks/builtin/mul_task.h"
 #include "streamrl/tasks/builtin/sum_task.h"
@@ -15,9 +16,10 @@ namespace {
 // Default first; tasks are stateless, so one shared instance of each serves every thread.
 const std::vector<const Task*>& builtin_tasks() {
   static const SumTask sum;
+  static const ChainTask chain;
   static const MulTask mul;
   static const CollatzTask collatz;
-  static const std::vector<const Task*> tasks = {&sum, &mul, &collatz};
+  static const std::vector<const Task*> tasks = {&sum, &chain, &mul, &collatz};
   return tasks;
 }
 

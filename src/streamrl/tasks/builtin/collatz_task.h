@@ -1,6 +1,7 @@
 // "collatz": iterate the Collatz map from an odd n until the value drops below n. The number of
 // steps depends on the value, not its width, so this task's length is mostly hidden from the
-// prompt (27 takes 96 steps, 29 takes 3).
+// prompt (27 takes 96 steps, 29 takes 3). Like "mul", its multi-digit arithmetic is beyond the tiny
+// CPU policy's SFT budget (~0% after 20k demonstrations); it is here for larger models.
 #pragma once
 
 #include <cstdint>

@@ -21,7 +21,7 @@ class SumTask final : public Task {
 };
 
 inline constexpr int kSumMinOperands = 2;
-inline constexpr int kSumMaxOperands = 40;
+inline constexpr int kSumMaxOperands = 30;
 
 // The problem of adding `operands` left to right, in the format above for operands of any width
 // ("17+5+230=" -> "17+5=22;22+230=252;#252"). REQUIRES at least two non-negative operands.
