@@ -1,0 +1,202 @@
+#include "emulator_bench.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "streamrl/core/errors.h"
+#include "streamrl/core/fs.h"
+#include "streamrl/core/threads.h"
+#include "streamrl/engine/profile.h"
+#include "streamrl/model/model_config.h"
+#include "streamrl/model/transformer.h"
+#include "streamrl/planner/validation.h"
+#include "streamrl/tasks/split.h"
+#include "streamrl/tasks/task.h"
+#include "streamrl/tokenizer/tokenizer.h"
+
+namespace streamrl::bench {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+
+double since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// The bench's output: the last line that parses as a JSON object (`--json` puts it last).
+json read_measured(const std::string& path) {
+  std::istringstream in(core::read_file(path));
+  json found;
+  for (std::string line; std::getline(in, line);) {
+    json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object()) found = std::move(j);
+  }
+  if (found.is_null()) {
+    json whole = json::parse(core::read_file(path), nullptr, false);
+    if (!whole.is_object()) throw InputError("'" + path + "' holds no JSON object");
+    found = std::move(whole);
+  }
+  return found;
+}
+
+fs::path model_dir(const planner::MeasuredRun& run) {
+  if (const char* env = std::getenv("STREAMRL_EMULATOR_CKPT"); env && *env) return env;
+  if (!run.checkpoint.empty() && fs::exists(fs::path(run.checkpoint) / "config.json")) {
+    return run.checkpoint;
+  }
+  if (fs::exists("runs/sft_sum/final/config.json")) return "runs/sft_sum/final";
+  return {};
+}
+
+// Mean prompt tokens of the default task's prompts under the checkpoint's tokenizer (BOS + text).
+double task_prompt_tokens(const fs::path& dir) {
+  auto tok = !dir.empty() && fs::exists(dir / "tokenizer.json")
+                 ? tokenizer::load_tokenizer(dir / "tokenizer.json")
+                 : tokenizer::make_tokenizer("char");
+  const tasks::Task& task = tasks::get_task(tasks::default_task_name());
+  double sum = 0;
+  const int n = 64;
+  for (int i = 0; i < n; ++i) {
+    sum += 1 + tok->encode(tasks::draw_problem(task, 7, tasks::Split::kTrain, i).prompt).size();
+  }
+  return sum / n;
+}
+
+// Training speed at the current core budget: forward (log-probs) + backward over the measured
+// batch packed as the trainer does (longest first into micro-batches of at most `budget` padded
+// tokens), then one Adam step.
+planner::TrainerModel measure_trainer(model::CausalLM& lm, std::vector<int> seq_lens,
+                                      int64_t budget) {
+  std::sort(seq_lens.rbegin(), seq_lens.rend());
+  std::vector<std::vector<int>> micro;
+  for (int len : seq_lens) {
+    if (micro.empty() ||
+        static_cast<int64_t>(micro.back().size() + 1) * micro.back().front() > budget) {
+      micro.push_back({});
+    }
+    micro.back().push_back(len);
+  }
+  torch::optim::Adam opt(lm->parameters(), torch::optim::AdamOptions(1e-6));
+  const int vocab = lm->config().vocab_size;
+  int64_t tokens = 0;
+  auto t0 = Clock::now();
+  for (const auto& rows : micro) {
+    const int64_t b = rows.size(), t = rows.front();
+    auto ids = torch::randint(vocab, {b, t}, torch::kLong);
+    auto valid = torch::zeros({b, t}, torch::kBool);
+    for (int64_t i = 0; i < b; ++i) valid[i].narrow(0, 0, rows[i]).fill_(true);
+    auto out = lm->score(ids, valid);
+    out.logprobs.sum().backward();
+    for (int l : rows) tokens += l;
+  }
+  const double fwd_bwd = since(t0);
+  t0 = Clock::now();
+  opt.step();
+  opt.zero_grad();
+  planner::TrainerModel tr;
+  tr.step_overhead_s = since(t0);
+  tr.tokens_per_s = tokens / fwd_bwd;
+  tr.micro_batch_tokens = budget;
+  return tr;
+}
+
+// In-process weight channel: one copy of every parameter.
+double measure_weight_copy(model::CausalLM& lm) {
+  torch::NoGradGuard no_grad;
+  std::vector<double> times;
+  for (int r = 0; r < 3; ++r) {
+    auto t0 = Clock::now();
+    for (const auto& p : lm->parameters()) p.clone();
+    times.push_back(since(t0));
+  }
+  std::sort(times.begin(), times.end());
+  return times[1];
+}
+
+}  // namespace
+
+json run_emulator_bench(const BenchOptions& options) {
+  const char* path = std::getenv("STREAMRL_RL_MODES_JSON");
+  if (!path || !*path) {
+    throw InputError(
+        "bench emulator compares against measured modes: run `streamrl bench rl_modes --json > "
+        "rl_modes.json`, then `STREAMRL_RL_MODES_JSON=rl_modes.json streamrl bench emulator "
+        "--json`");
+  }
+  planner::MeasuredRun run = planner::MeasuredRun::from_json(read_measured(path));
+  const fs::path dir = model_dir(run);
+  const std::string config_path =
+      dir.empty() ? std::string(STREAMRL_SOURCE_DIR) + "/configs/model/tiny.json"
+                  : (dir / "config.json").string();
+  model::CausalLM lm(model::load_model_config(config_path), 0);
+  if (run.prompt_tokens_mean <= 0) run.prompt_tokens_mean = task_prompt_tokens(dir);
+
+  // Training sequences (prompt + output) of the first measured batch; fewer with --quick.
+  std::vector<int> seqs;
+  const auto& lens = run.lengths.begin()->second.front();
+  for (int l : lens) seqs.push_back(static_cast<int>(run.prompt_tokens_mean) + l);
+  if (options.quick && seqs.size() > 64) seqs.resize(64);
+  int max_len = 0;
+  for (int l : lens) max_len = std::max(max_len, l);
+
+  engine::ProfileConfig pc;
+  pc.batch_sizes.clear();
+  for (int b = 1; b < run.max_batch; b *= 2) pc.batch_sizes.push_back(b);
+  pc.batch_sizes.push_back(run.max_batch);
+  const int prompt = static_cast<int>(run.prompt_tokens_mean);
+  pc.contexts = {prompt, prompt + max_len / 2, prompt + max_len};
+  pc.steps = options.quick ? 3 : 8;
+
+  // Each core budget a role used in the measured run, profiled once.
+  std::map<int, planner::PtlTable> ptl;
+  std::map<int, planner::TrainerModel> trainer;
+  json inputs = json::object();
+  for (int threads : {run.colocate_threads, run.generator_threads, run.trainer_threads}) {
+    if (ptl.count(threads)) continue;
+    core::apply_core_budget(threads);
+    ptl.emplace(threads, planner::PtlTable::from_json(engine::measure_profile(lm, pc).to_json()));
+    trainer[threads] = measure_trainer(lm, seqs, run.micro_batch_tokens);
+    const auto& p = ptl.at(threads);
+    inputs[std::to_string(threads) + "_threads"] = {
+        {"ptl_ms_bs1", 1e3 * p.step_seconds(1, prompt + max_len / 2.0)},
+        {"ptl_ms_max_batch", 1e3 * p.step_seconds(run.max_batch, prompt + max_len / 2.0)},
+        {"prefill_tokens_per_s", p.prefill_tokens_per_s()},
+        {"train_tokens_per_s", trainer[threads].tokens_per_s},
+        {"optimizer_step_s", trainer[threads].step_overhead_s}};
+  }
+  core::apply_core_budget(run.trainer_threads);
+  const double weight_s = measure_weight_copy(lm);
+
+  std::map<planner::Mode, planner::ModeSetup> setups;
+  for (const auto& [mode, seconds] : run.iteration_seconds) {
+    const bool coloc = mode == planner::Mode::kColocate;
+    const int gt = coloc ? run.colocate_threads : run.generator_threads;
+    const int tt = coloc ? run.colocate_threads : run.trainer_threads;
+    planner::ModeSetup s;
+    s.generator = planner::measured_instance(ptl.at(gt), run.max_batch);
+    s.trainer = trainer.at(tt);
+    s.weight_update_s = weight_s;
+    setups[mode] = s;
+  }
+  json result = planner::compare_modes(run, setups);
+  result["measured_file"] = path;
+  result["model_config"] = config_path;
+  result["inputs"] = inputs;
+  result["inputs"]["weight_copy_s"] = weight_s;
+  result["inputs"]["prompt_tokens_mean"] = run.prompt_tokens_mean;
+  result["workload"] = {{"prompts", run.prompts},
+                        {"group_size", run.group_size},
+                        {"iterations", run.iterations},
+                        {"max_batch", run.max_batch},
+                        {"micro_batch_tokens", run.micro_batch_tokens}};
+  result["goal"] = "max_relative_error <= 0.15 (emulated vs measured iteration time per mode)";
+  return result;
+}
+
+}  // namespace streamrl::bench

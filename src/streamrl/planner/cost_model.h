@@ -1,0 +1,85 @@
+// Cost models of the two stages (StreamRL §4.2, DESIGN.md §10). Generation is described per
+// instance by its decode step time PTL(BS, context); the emulator turns that into batch times, so
+// the skew of the length distribution is part of P_gen. Training is a token rate plus a fixed
+// per-iteration cost. Both come either from measurements on this machine (`streamrl profile`,
+// `streamrl bench model_speed`) or from the accelerator catalogue's rooflines.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "streamrl/planner/hardware.h"
+#include "streamrl/planner/model_shape.h"
+
+namespace streamrl::planner {
+
+// Seconds of one decode step (one token for each of `batch` sequences whose mean cached context is
+// `context` tokens).
+using StepFn = std::function<double(double batch, double context)>;
+
+// One generation instance (one engine; `devices` accelerators with tensor parallelism).
+struct InstanceModel {
+  StepFn step_seconds;
+  double prefill_tokens_per_s = 0;  // 0 = prefill is free
+  int max_batch = 64;               // concurrent sequences (KV-cache slots)
+  int devices = 1;
+};
+
+// The trainer: training tokens (prompt + output, all passes of the algorithm) per second.
+struct TrainerModel {
+  double tokens_per_s = 0;
+  double step_overhead_s = 0;      // optimizer step and other fixed work per iteration
+  double per_sample_s = 0;         // per-sample work on arrival (reward, reference pass)
+  int64_t micro_batch_tokens = 0;  // dynamic-batch budget in stream/async (0 = one batch)
+  int devices = 1;
+
+  double seconds(int64_t tokens, int samples) const {
+    return tokens / tokens_per_s + samples * per_sample_s;
+  }
+};
+
+// PTL(BS) measured by `streamrl profile --json` (engine::Profile's schema: {"ptl": [{batch_size,
+// context, step_seconds}], "prefill_tokens_per_s", "threads"}).
+class PtlTable {
+ public:
+  static PtlTable from_json(const nlohmann::json& j);  // InputError on a malformed table
+  // Linear in batch size within a measured context, then linear in context between the two
+  // nearest measured ones (extrapolated linearly above the largest; attention is linear in it).
+  double step_seconds(double batch, double context) const;
+  double prefill_tokens_per_s() const { return prefill_tokens_per_s_; }
+  int threads() const { return threads_; }
+  int max_batch() const;  // largest measured batch size
+
+ private:
+  double at_context(size_t context_index, double batch) const;
+  std::vector<int> contexts_;                                   // ascending
+  std::vector<std::vector<std::pair<double, double>>> curves_;  // per context: (batch, seconds)
+  double prefill_tokens_per_s_ = 0;
+  int threads_ = 0;
+};
+
+InstanceModel measured_instance(const PtlTable& table, int max_batch);
+
+// Smallest power-of-two tensor-parallel degree that leaves at least half of the memory for the
+// KV cache.
+int choose_tp(const Accelerator& acc, const ModelShape& shape);
+
+// Roofline decode model: per layer overhead + weights / bandwidth + batch x (matmul FLOPs / compute
+// + context x KV bytes / bandwidth). The batch limit is the KV memory left after the weights over
+// `mean_sequence_tokens` per sequence, at most 512.
+InstanceModel roofline_instance(const Accelerator& acc, const ModelShape& shape, int tp,
+                                const Efficiency& eff, double mean_sequence_tokens);
+
+// Roofline trainer over `devices`: `flops_per_param_token` x params FLOPs per token (6 for one
+// trained model; the paper's PPO with actor, critic and reference of equal size is 6+6+2+2+2=18)
+// at the efficiency's MFU.
+TrainerModel roofline_trainer(const Accelerator& acc, const ModelShape& shape, int devices,
+                              const Efficiency& eff, double flops_per_param_token,
+                              double mean_context);
+
+// Seconds to move one copy of the weights over `gb_per_s` (the trainer-to-SGS weight push).
+double weight_transfer_seconds(const ModelShape& shape, double gb_per_s);
+
+}  // namespace streamrl::planner

@@ -1,0 +1,353 @@
+#include "streamrl/planner/emulator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <set>
+
+#include "streamrl/core/errors.h"
+
+namespace streamrl::planner {
+namespace {
+
+constexpr int kGenPid = 1, kTrainPid = 2;
+
+// Eq. 2 latency of `seqs` sequences of length `len` spread over `n` instances.
+double group_latency(const InstanceModel& inst, int seqs, double len, double prompt, int n) {
+  if (seqs == 0) return 0;
+  if (n == 0) return 1e300;
+  const int m = (seqs + n - 1) / n;
+  const int bs = std::max(1, std::min(m, inst.max_batch));
+  return inst.step_seconds(bs, prompt + len / 2) * len * ((m + bs - 1) / bs);
+}
+
+double quantile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(q * (v.size() - 1) + 0.5))];
+}
+
+// Assigns `groups` (sorted longest first) to instances [first, first + n) greedily: each to the
+// instance with the least estimated work so far (LPT list scheduling).
+void assign_lpt(const std::vector<int>& groups, const Batch& b, int first, int n,
+                std::vector<int>& instance_of_group) {
+  std::vector<double> load(n, 0);
+  for (int g : groups) {
+    const int i = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
+    load[i] += b.estimate[g] * b.group_size;
+    instance_of_group[g] = first + i;
+  }
+}
+
+struct Running {
+  int sample;
+  int remaining;
+  double context;
+};
+
+// Continuous batching on one instance: admits whole groups in `order` while slots are free (one
+// group always when idle, so an oversized group still runs), prefills them, and decodes in chunks
+// between completions, where the batch size is constant.
+double run_instance(const InstanceModel& inst, const Batch& b, const std::vector<int>& order,
+                    double start, std::vector<double>& finish, TraceWriter* trace, int tid,
+                    int iteration) {
+  std::vector<Running> running;
+  double t = start;
+  size_t next = 0;
+  while (true) {
+    double prefill = 0;
+    while (next < order.size() &&
+           (running.empty() || static_cast<int>(running.size()) + b.group_size <= inst.max_batch)) {
+      const int g = order[next++];
+      prefill += b.prompt_tokens[g];  // prefix sharing: a group's prompt is prefilled once
+      for (int i = 0; i < b.group_size; ++i) {
+        const int s = g * b.group_size + i;
+        running.push_back({s, b.output_tokens[s], static_cast<double>(b.prompt_tokens[g])});
+      }
+    }
+    if (prefill > 0 && inst.prefill_tokens_per_s > 0) {
+      const double dt = prefill / inst.prefill_tokens_per_s;
+      if (trace) trace->span(kGenPid, tid, "prefill", t, dt, {{"iteration", iteration}});
+      t += dt;
+    }
+    if (running.empty()) break;
+    int k = running.front().remaining;
+    double ctx = 0;
+    for (const auto& r : running) {
+      k = std::min(k, r.remaining);
+      ctx += r.context;
+    }
+    const double bs = running.size();
+    const double dt = k * inst.step_seconds(bs, ctx / bs + k / 2.0);
+    if (trace) {
+      trace->span(kGenPid, tid, "decode", t, dt,
+                  {{"iteration", iteration}, {"batch", running.size()}, {"steps", k}});
+    }
+    t += dt;
+    for (auto& r : running) {
+      r.remaining -= k;
+      r.context += k;
+      if (r.remaining == 0) finish[r.sample] = t;
+    }
+    std::erase_if(running, [](const Running& r) { return r.remaining == 0; });
+  }
+  return t - start;
+}
+
+}  // namespace
+
+Mode parse_mode(const std::string& name) {
+  if (name == "colocate") return Mode::kColocate;
+  if (name == "disagg") return Mode::kDisagg;
+  if (name == "stream") return Mode::kStream;
+  if (name == "async") return Mode::kAsync;
+  throw InputError("unknown mode '" + name + "' (colocate, disagg, stream, async)");
+}
+
+Dispatch parse_dispatch(const std::string& name) {
+  if (name == "random") return Dispatch::kRandom;
+  if (name == "skew_aware") return Dispatch::kSkewAware;
+  throw InputError("unknown dispatch '" + name + "' (random, skew_aware)");
+}
+
+std::string mode_name(Mode mode) {
+  switch (mode) {
+    case Mode::kColocate:
+      return "colocate";
+    case Mode::kDisagg:
+      return "disagg";
+    case Mode::kStream:
+      return "stream";
+    case Mode::kAsync:
+      return "async";
+  }
+  return "?";
+}
+
+std::string dispatch_name(Dispatch dispatch) {
+  return dispatch == Dispatch::kRandom ? "random" : "skew_aware";
+}
+
+int skew_aware_long_instances(const InstanceModel& inst, int n, const Batch& b, double alpha) {
+  if (n <= 1) return 0;
+  const int long_groups =
+      std::clamp(static_cast<int>(std::ceil(alpha * b.groups())), 0, b.groups());
+  const double p90 = quantile(b.estimate, 0.9), p50 = quantile(b.estimate, 0.5);
+  const double prompt =
+      std::accumulate(b.prompt_tokens.begin(), b.prompt_tokens.end(), 0.0) / b.groups();
+  int best = 1;
+  double best_lat = 1e300;
+  for (int nl = 1; nl < n; ++nl) {
+    const double lat = std::max(
+        group_latency(inst, long_groups * b.group_size, p90, prompt, nl),
+        group_latency(inst, (b.groups() - long_groups) * b.group_size, p50, prompt, n - nl));
+    if (lat < best_lat) best_lat = lat, best = nl;
+  }
+  return best;
+}
+
+namespace {
+
+// Top-alpha groups (by estimate) on instances [0, nl), the rest on [nl, n); LPT list scheduling
+// inside each part. nl = 0: all groups LPT-scheduled over all instances.
+std::vector<int> skew_assignment(const std::vector<int>& by_length, const Batch& b, int n, int nl,
+                                 double alpha) {
+  std::vector<int> inst(b.groups(), 0);
+  if (nl == 0) {
+    assign_lpt(by_length, b, 0, n, inst);
+    return inst;
+  }
+  const int long_groups = std::min(b.groups(), static_cast<int>(std::ceil(alpha * b.groups())));
+  std::vector<int> lg(by_length.begin(), by_length.begin() + long_groups);
+  std::vector<int> rg(by_length.begin() + long_groups, by_length.end());
+  assign_lpt(lg, b, 0, nl, inst);
+  assign_lpt(rg, b, nl, n - nl, inst);
+  return inst;
+}
+
+// Runs every instance on its groups in `admission` order; returns the batch's end time.
+double run_all(const std::vector<InstanceModel>& instances, const Batch& b,
+               const std::vector<int>& instance_of_group, const std::vector<int>& admission,
+               double start, std::vector<double>& finish, std::vector<double>& busy,
+               TraceWriter* trace, int iteration) {
+  const int n = static_cast<int>(instances.size());
+  std::vector<std::vector<int>> order(n);
+  for (int g : admission) order[instance_of_group[g]].push_back(g);
+  for (int i = 0; i < n; ++i) {
+    if (trace) trace->name_track(kGenPid, "generation", i, "instance " + std::to_string(i));
+    busy[i] = run_instance(instances[i], b, order[i], start, finish, trace, i, iteration);
+  }
+  return *std::max_element(finish.begin(), finish.end());
+}
+
+}  // namespace
+
+int choose_long_instances(const std::vector<InstanceModel>& instances, const Batch& b,
+                          double alpha) {
+  const int n = static_cast<int>(instances.size());
+  if (n <= 1) return 0;
+  std::vector<int> by_length(b.groups());
+  std::iota(by_length.begin(), by_length.end(), 0);
+  std::stable_sort(by_length.begin(), by_length.end(),
+                   [&](int x, int y) { return b.estimate[x] > b.estimate[y]; });
+  const int long_groups = std::min(b.groups(), static_cast<int>(std::ceil(alpha * b.groups())));
+  double head = 0, total = 0;
+  for (int i = 0; i < b.groups(); ++i) {
+    total += b.estimate[by_length[i]];
+    if (i < long_groups) head += b.estimate[by_length[i]];
+  }
+  const int share =
+      std::clamp(static_cast<int>(std::lround(n * head / std::max(1e-9, total))), 1, n - 1);
+  const int eq2 = skew_aware_long_instances(instances.front(), n, b, alpha);
+  if (share == eq2) return share;
+  // The batch as the dispatcher sees it: every sample as long as its group's estimate.
+  Batch predicted = b;
+  for (int s = 0; s < b.samples(); ++s) {
+    predicted.output_tokens[s] =
+        std::max(1, static_cast<int>(std::lround(b.estimate[s / b.group_size])));
+  }
+  std::vector<double> finish(b.samples()), busy(n);
+  auto end = [&](int nl) {
+    return run_all(instances, predicted, skew_assignment(by_length, b, n, nl, alpha), by_length, 0,
+                   finish, busy, nullptr, 0);
+  };
+  return end(eq2) < end(share) ? eq2 : share;
+}
+
+GenerationResult simulate_generation(const std::vector<InstanceModel>& instances, const Batch& b,
+                                     Dispatch dispatch, double start, double alpha, uint64_t seed,
+                                     TraceWriter* trace, int iteration) {
+  b.check();
+  const int n = static_cast<int>(instances.size());
+  if (n == 0) throw InputError("generation needs at least one instance");
+  GenerationResult r;
+  r.finish.assign(b.samples(), start);
+  r.busy.assign(n, 0);
+  std::vector<int> admission(b.groups());
+  std::iota(admission.begin(), admission.end(), 0);
+  if (dispatch == Dispatch::kRandom) {
+    std::mt19937_64 rng(seed);
+    std::uniform_int_distribution<int> pick(0, n - 1);
+    r.instance_of_group.resize(b.groups());
+    for (int g = 0; g < b.groups(); ++g) r.instance_of_group[g] = pick(rng);
+  } else {
+    std::stable_sort(admission.begin(), admission.end(),
+                     [&](int x, int y) { return b.estimate[x] > b.estimate[y]; });
+    r.instance_of_group =
+        skew_assignment(admission, b, n, choose_long_instances(instances, b, alpha), alpha);
+  }
+  r.end = run_all(instances, b, r.instance_of_group, admission, start, r.finish, r.busy, trace,
+                  iteration);
+  return r;
+}
+
+EmulatorResult emulate(const EmulatorInput& in) {
+  if (in.batches.empty()) throw InputError("emulator needs at least one batch");
+  if (!(in.trainer.tokens_per_s > 0)) throw InputError("trainer tokens_per_s must be positive");
+  EmulatorResult out;
+  TraceWriter* trace = in.trace ? &out.trace : nullptr;
+  if (trace) {
+    trace->name_track(kTrainPid, "trainer", 0, "trainer");
+    trace->name_track(kTrainPid, "trainer", 1, "weight transfer");
+  }
+  const bool streaming = in.mode == Mode::kStream || in.mode == Mode::kAsync;
+  const double wu = in.mode == Mode::kColocate ? 0 : in.weight_update_s;
+  double trainer_free = 0, gen_busy = 0, train_busy = 0;
+  int64_t samples = 0;
+  auto& its = out.iterations;
+  for (size_t k = 0; k < in.batches.size(); ++k) {
+    const Batch& b = in.batches[k];
+    IterationTiming it;
+    if (k > 0) {
+      if (in.mode == Mode::kAsync) {
+        // Weights k-1 (made by training batch k-2) must be installed: staleness at most one.
+        it.gen_start = std::max(its[k - 1].gen_end, k >= 2 ? its[k - 2].weights_ready : 0.0);
+      } else {
+        it.gen_start = its[k - 1].weights_ready;
+      }
+    }
+    GenerationResult g =
+        simulate_generation(in.instances, b, in.dispatch, it.gen_start, in.long_tail_fraction,
+                            in.seed + k, trace, static_cast<int>(k));
+    it.gen_end = g.end;
+    for (double s : g.busy) gen_busy += s;
+    samples += b.samples();
+
+    // Groups join the trainer's buffer when their last sample is done (advantages need them all).
+    std::vector<std::pair<double, int>> done;  // (completion, group)
+    for (int grp = 0; grp < b.groups(); ++grp) {
+      double c = 0;
+      for (int i = 0; i < b.group_size; ++i) c = std::max(c, g.finish[grp * b.group_size + i]);
+      done.emplace_back(streaming ? c : g.end, grp);
+    }
+    std::sort(done.begin(), done.end());
+    const int64_t budget = streaming && in.trainer.micro_batch_tokens > 0
+                               ? in.trainer.micro_batch_tokens
+                               : std::numeric_limits<int64_t>::max();
+    double t = std::max(trainer_free, in.mode == Mode::kColocate ? g.end : 0.0);
+    int64_t buf_tokens = 0;
+    int buf_samples = 0;
+    it.train_start = -1;
+    for (size_t i = 0; i < done.size(); ++i) {
+      const int grp = done[i].second;
+      for (int j = 0; j < b.group_size; ++j) {
+        buf_tokens += b.prompt_tokens[grp] + b.output_tokens[grp * b.group_size + j];
+      }
+      buf_samples += b.group_size;
+      if (buf_tokens < budget && i + 1 < done.size()) continue;
+      const double st = std::max(t, done[i].first);
+      const double dur = in.trainer.seconds(buf_tokens, buf_samples);
+      if (it.train_start < 0) it.train_start = st;
+      if (trace) {
+        trace->span(kTrainPid, 0, "train micro-batch", st, dur,
+                    {{"iteration", k}, {"tokens", buf_tokens}, {"samples", buf_samples}});
+      }
+      t = st + dur;
+      train_busy += dur;
+      buf_tokens = 0;
+      buf_samples = 0;
+    }
+    if (trace)
+      trace->span(kTrainPid, 0, "optimizer step", t, in.trainer.step_overhead_s,
+                  {{"iteration", k}});
+    t += in.trainer.step_overhead_s;
+    train_busy += in.trainer.step_overhead_s;
+    it.train_end = t;
+    trainer_free = t;
+    const double push_start = std::max(t, k > 0 ? its[k - 1].weights_ready : 0.0);
+    it.weights_ready = push_start + wu;
+    if (trace && wu > 0) {
+      trace->span(kTrainPid, 1, "weight transfer", push_start, wu, {{"version", k + 1}});
+    }
+    its.push_back(it);
+  }
+  const double last_train = its.back().train_end;
+  // Synchronous modes cannot start the next iteration before the weights land, so the last push
+  // belongs to the iteration; in async it overlaps the next one.
+  out.makespan = in.mode == Mode::kAsync ? last_train : its.back().weights_ready;
+  const double n = static_cast<double>(its.size());
+  out.iteration_seconds = out.makespan / n;
+  out.steady_iteration_seconds =
+      its.size() > 1 ? (last_train - its.front().train_end) / (n - 1) : out.makespan;
+  out.samples_per_s = samples / out.makespan;
+  double gen_total = 0;
+  for (const auto& it : its) gen_total += it.gen_end - it.gen_start;
+  out.gen_seconds = gen_total / n;
+  out.train_seconds = train_busy / n;
+  out.gen_idle_fraction = 1 - gen_busy / (in.instances.size() * out.makespan);
+  out.train_idle_fraction = 1 - train_busy / out.makespan;
+  return out;
+}
+
+nlohmann::json EmulatorResult::to_json() const {
+  return {{"iteration_seconds", iteration_seconds},
+          {"steady_iteration_seconds", steady_iteration_seconds},
+          {"samples_per_s", samples_per_s},
+          {"gen_seconds", gen_seconds},
+          {"train_seconds", train_seconds},
+          {"gen_idle_fraction", gen_idle_fraction},
+          {"train_idle_fraction", train_idle_fraction},
+          {"makespan", makespan}};
+}
+
+}  // namespace streamrl::planner

@@ -1,0 +1,98 @@
+// Step emulator (DESIGN.md §10; PipeWeaver's SEMU idea): a discrete-event simulation of RL
+// iterations in the four controller modes (DESIGN.md §1) from the stage cost models. Generation is
+// simulated per instance with continuous batching (groups admitted together, FIFO or LPT order),
+// so skewness bubbles come out of the length distribution; the trainer consumes samples as the
+// mode allows (whole batch, dynamic batches on arrival, one-step-stale async).
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "streamrl/planner/cost_model.h"
+#include "streamrl/planner/trace.h"
+#include "streamrl/planner/workload.h"
+
+namespace streamrl::planner {
+
+enum class Mode {
+  kColocate,  // generate the whole batch, then train, on the same devices; no weight transfer
+  kDisagg,    // separate devices; training waits for the full batch; generation for the weights
+  kStream,    // separate devices; dynamic batches train on arrival; weights pushed at the end
+  kAsync,     // generation of iteration k uses weights k-1; transfer overlaps training
+};
+
+enum class Dispatch {
+  kRandom,     // groups to random instances, FIFO admission (the Random-FIFO baseline)
+  kSkewAware,  // Algorithm 2: top-alpha estimated-longest groups on N_l instances, the rest on
+               // the others, LPT inside instances (N_l: see choose_long_instances)
+};
+
+Mode parse_mode(const std::string& name);          // "colocate" | "disagg" | "stream" | "async"
+Dispatch parse_dispatch(const std::string& name);  // "random" | "skew_aware"
+std::string mode_name(Mode mode);
+std::string dispatch_name(Dispatch dispatch);
+
+struct EmulatorInput {
+  Mode mode = Mode::kColocate;
+  Dispatch dispatch = Dispatch::kRandom;
+  std::vector<InstanceModel> instances;  // in colocate mode: the devices the trainer also uses
+  TrainerModel trainer;
+  double weight_update_s = 0;       // trainer -> SGS weight push (ignored in colocate)
+  std::vector<Batch> batches;       // one per iteration
+  double long_tail_fraction = 0.2;  // alpha of Algorithm 2
+  uint64_t seed = 0;                // random dispatch
+  bool trace = false;
+};
+
+struct IterationTiming {
+  double gen_start = 0, gen_end = 0;
+  double train_start = 0, train_end = 0;  // first micro-batch start, optimizer step end
+  double weights_ready = 0;               // new weights installed on the SGS
+};
+
+struct EmulatorResult {
+  std::vector<IterationTiming> iterations;
+  double makespan = 0;                  // end of the last optimizer step (or weight push)
+  double iteration_seconds = 0;         // makespan / iterations
+  double steady_iteration_seconds = 0;  // between the first and last optimizer steps
+  double samples_per_s = 0;             // samples / makespan
+  double gen_seconds = 0;               // mean generation phase per iteration
+  double train_seconds = 0;             // mean trainer busy time per iteration
+  double gen_idle_fraction = 0;         // of instance time over the makespan
+  double train_idle_fraction = 0;
+  TraceWriter trace;
+
+  nlohmann::json to_json() const;  // figures only (the trace is written separately)
+};
+
+EmulatorResult emulate(const EmulatorInput& input);
+
+struct GenerationResult {
+  double end = 0;
+  std::vector<double> finish;          // [samples] absolute finish time
+  std::vector<double> busy;            // [instances] seconds with running sequences
+  std::vector<int> instance_of_group;  // [groups]
+};
+
+// Generates one batch from `start` on all instances. `trace` may be null; `iteration` labels spans.
+GenerationResult simulate_generation(const std::vector<InstanceModel>& instances,
+                                     const Batch& batch, Dispatch dispatch, double start,
+                                     double long_tail_fraction, uint64_t seed,
+                                     TraceWriter* trace = nullptr, int iteration = 0);
+
+// N_l for skew-aware dispatch: the candidate split (Eq. 2's choice and a grid over 1..N-1) whose
+// emulated generation of the batch *as estimated* (each sample as long as its group's estimate)
+// ends first. Eq. 2 alone ignores the length spread inside each group, and at scale that often
+// put 90% of the instances on the long group. Returns 0 when there is one instance.
+int choose_long_instances(const std::vector<InstanceModel>& instances, const Batch& batch,
+                          double long_tail_fraction);
+
+// Algorithm 2's split as printed: instances for the long-tail group (the rest get the regular
+// group), chosen with Eq. 2 (PTL(BS) x L x ceil(M / BS)) and group lengths P90/P50 of the
+// estimates; objective max of the two groups' latencies. Returns 0 when there is one instance.
+int skew_aware_long_instances(const InstanceModel& instance, int instances, const Batch& batch,
+                              double long_tail_fraction);
+
+}  // namespace streamrl::planner

@@ -1,0 +1,161 @@
+#include "streamrl/planner/validation.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "streamrl/core/errors.h"
+
+namespace streamrl::planner {
+namespace {
+
+using nlohmann::json;
+
+// The first of `keys` found in `scopes` (searched in order), or nullptr.
+const json* find_key(const std::vector<const json*>& scopes,
+                     std::initializer_list<const char*> keys) {
+  for (const json* s : scopes) {
+    if (!s || !s->is_object()) continue;
+    for (const char* k : keys) {
+      if (s->contains(k) && !(*s)[k].is_null()) return &(*s)[k];
+    }
+  }
+  return nullptr;
+}
+
+template <class T>
+void read_opt(const std::vector<const json*>& scopes, std::initializer_list<const char*> keys,
+              T& out) {
+  if (const json* v = find_key(scopes, keys)) out = v->get<T>();
+}
+
+// Lengths of a batch from its quantiles when the run did not list them: piecewise linear through
+// (0, ~p50 - (p90 - p50)), (0.5, p50), (0.9, p90), (1, max), shuffled deterministically.
+std::vector<int> lengths_from_stats(const json& st, int count) {
+  const double p50 = st.at("p50").get<double>(), p90 = st.at("p90").get<double>();
+  const double mx = st.value("max", p90);
+  const double lo = std::max(1.0, p50 - (p90 - p50));
+  std::vector<int> out;
+  for (int i = 0; i < count; ++i) {
+    const double q = (i + 0.5) / count;
+    double v = q < 0.5   ? lo + (p50 - lo) * q / 0.5
+               : q < 0.9 ? p50 + (p90 - p50) * (q - 0.5) / 0.4
+                         : p90 + (mx - p90) * (q - 0.9) / 0.1;
+    out.push_back(std::max(1, static_cast<int>(std::lround(v))));
+  }
+  std::shuffle(out.begin(), out.end(), std::mt19937_64(7));
+  return out;
+}
+
+}  // namespace
+
+MeasuredRun MeasuredRun::from_json(const json& j) {
+  if (!j.is_object()) throw InputError("rl_modes JSON: expected an object");
+  MeasuredRun r;
+  const json* modes = j.contains("modes") ? &j["modes"] : &j;
+  const json* workload = j.contains("workload") ? &j["workload"] : nullptr;
+  try {
+    for (const char* name : {"colocate", "disagg", "stream", "async"}) {
+      if (!modes->contains(name)) continue;
+      const json& m = (*modes)[name];
+      const Mode mode = parse_mode(name);
+      const std::vector<const json*> scopes = {&m, workload, &j};
+      if (r.prompts == 0) {
+        read_opt(scopes, {"prompts_per_iteration", "prompts"}, r.prompts);
+        read_opt(scopes, {"group_size"}, r.group_size);
+        read_opt(scopes, {"iterations"}, r.iterations);
+        read_opt(scopes, {"max_batch_size", "max_batch"}, r.max_batch);
+        read_opt(scopes, {"micro_batch_tokens"}, r.micro_batch_tokens);
+        read_opt(scopes, {"colocate_threads", "threads"}, r.colocate_threads);
+        read_opt(scopes, {"generator_threads"}, r.generator_threads);
+        read_opt(scopes, {"trainer_threads"}, r.trainer_threads);
+        read_opt(scopes, {"prompt_tokens_mean"}, r.prompt_tokens_mean);
+        read_opt(scopes, {"checkpoint", "init_from"}, r.checkpoint);
+      }
+      double it = 0;
+      if (const json* v = find_key({&m}, {"iteration_seconds", "seconds_per_iteration"})) {
+        it = v->get<double>();
+      } else if (m.contains("stage_seconds") && m["stage_seconds"].contains("iteration")) {
+        it = m["stage_seconds"]["iteration"].get<double>();
+      } else if (m.contains("wall_seconds")) {
+        it = m["wall_seconds"].get<double>() / std::max(1, r.iterations);
+      } else {
+        throw InputError(std::string("rl_modes JSON: mode '") + name +
+                         "' has no iteration_seconds (or stage_seconds.iteration)");
+      }
+      if (!(it > 0)) throw InputError(std::string("rl_modes JSON: '") + name + "' iteration time");
+      r.iteration_seconds[mode] = it;
+      if (m.contains("stage_seconds")) r.stage_seconds[mode] = m["stage_seconds"];
+      std::vector<std::vector<int>> lens;
+      if (const json* v =
+              find_key({&m, workload, &j}, {"lengths", "output_lengths", "response_lengths"})) {
+        if (!v->is_array() || v->empty()) throw InputError("rl_modes JSON: empty lengths");
+        if ((*v)[0].is_array()) {
+          lens = v->get<std::vector<std::vector<int>>>();
+        } else {
+          lens = {v->get<std::vector<int>>()};
+        }
+      } else if (const json* st = find_key({&m, workload, &j}, {"response_length"})) {
+        if (r.prompts <= 0) throw InputError("rl_modes JSON: prompts_per_iteration is required");
+        lens = {lengths_from_stats(*st, r.prompts * r.group_size)};
+      } else {
+        throw InputError(std::string("rl_modes JSON: mode '") + name +
+                         "' has no lengths or response_length {p50, p90, max}");
+      }
+      r.lengths[mode] = lens;
+    }
+  } catch (const json::exception& e) {
+    throw InputError(std::string("rl_modes JSON: ") + e.what());
+  }
+  if (r.iteration_seconds.empty()) {
+    throw InputError("rl_modes JSON: no modes (expected keys colocate/disagg/stream/async)");
+  }
+  if (r.group_size < 1) throw InputError("rl_modes JSON: group_size must be >= 1");
+  return r;
+}
+
+json compare_modes(const MeasuredRun& run, const std::map<Mode, ModeSetup>& setups) {
+  json modes = json::object();
+  double worst = 0;
+  for (const auto& [mode, measured] : run.iteration_seconds) {
+    auto it = setups.find(mode);
+    if (it == setups.end()) throw InputError("no emulator setup for mode " + mode_name(mode));
+    const ModeSetup& s = it->second;
+    EmulatorInput in;
+    in.mode = mode;
+    in.dispatch = Dispatch::kRandom;  // one instance: FIFO admission in request order
+    in.instances = {s.generator};
+    in.trainer = s.trainer;
+    in.weight_update_s = s.weight_update_s;
+    const auto& lens = run.lengths.at(mode);
+    for (int k = 0; k < std::max(1, run.iterations); ++k) {
+      const std::vector<int>& l = lens[std::min<size_t>(k, lens.size() - 1)];
+      Batch b;
+      b.group_size = run.group_size;
+      const int groups = static_cast<int>(l.size()) / run.group_size;
+      if (groups < 1) throw InputError("rl_modes JSON: fewer lengths than one group");
+      for (int g = 0; g < groups; ++g) {
+        b.prompt_tokens.push_back(static_cast<int>(std::lround(run.prompt_tokens_mean)));
+        double sum = 0;
+        for (int i = 0; i < run.group_size; ++i) {
+          b.output_tokens.push_back(std::max(1, l[g * run.group_size + i]));
+          sum += b.output_tokens.back();
+        }
+        b.estimate.push_back(sum / run.group_size);
+      }
+      in.batches.push_back(std::move(b));
+    }
+    const EmulatorResult r = emulate(in);
+    const double err = std::abs(r.iteration_seconds - measured) / measured;
+    worst = std::max(worst, err);
+    modes[mode_name(mode)] = {{"measured_s", measured},
+                              {"predicted_s", r.iteration_seconds},
+                              {"relative_error", err},
+                              {"predicted", r.to_json()}};
+    if (run.stage_seconds.count(mode))
+      modes[mode_name(mode)]["measured_stages"] = run.stage_seconds.at(mode);
+  }
+  return {{"modes", modes}, {"max_relative_error", worst}};
+}
+
+}  // namespace streamrl::planner

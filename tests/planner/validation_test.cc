@@ -1,0 +1,81 @@
+#include "streamrl/planner/validation.h"
+
+#include <gtest/gtest.h>
+
+#include "streamrl/core/errors.h"
+
+namespace streamrl::planner {
+namespace {
+
+using nlohmann::json;
+
+ModeSetup constant_setup(double step) {
+  ModeSetup s;
+  s.generator.step_seconds = [step](double, double) { return step; };
+  s.generator.max_batch = 64;
+  s.trainer.tokens_per_s = 1000;
+  s.trainer.step_overhead_s = 0.5;
+  s.weight_update_s = 0.25;
+  return s;
+}
+
+TEST(Validation, ParsesTheRlModesJsonAndComparesEachMode) {
+  // 2 prompts x 4 samples of 100 tokens, prompts of 10 tokens: generation 1 s at 10 ms a step,
+  // training 880 tokens at 1000/s + 0.5 s; colocate 2.38 s, disagg 2.63 s per iteration.
+  const json measured = {
+      {"workload",
+       {{"prompts_per_iteration", 2},
+        {"group_size", 4},
+        {"iterations", 2},
+        {"prompt_tokens_mean", 10},
+        {"generator_threads", 1},
+        {"trainer_threads", 1}}},
+      {"modes",
+       {{"colocate", {{"iteration_seconds", 2.38}, {"lengths", std::vector<int>(8, 100)}}},
+        {"disagg",
+         {{"stage_seconds", {{"iteration", 2.0}, {"generate", 1.0}}},
+          {"lengths", {std::vector<int>(8, 100), std::vector<int>(8, 100)}}}}}}};
+  MeasuredRun run = MeasuredRun::from_json(measured);
+  EXPECT_EQ(run.prompts, 2);
+  EXPECT_EQ(run.group_size, 4);
+  EXPECT_EQ(run.iteration_seconds.size(), 2u);
+  EXPECT_EQ(run.lengths.at(Mode::kDisagg).size(), 2u);
+  const json r = compare_modes(
+      run, {{Mode::kColocate, constant_setup(0.01)}, {Mode::kDisagg, constant_setup(0.01)}});
+  EXPECT_NEAR(r["modes"]["colocate"]["predicted_s"].get<double>(), 2.38, 1e-9);
+  EXPECT_NEAR(r["modes"]["colocate"]["relative_error"].get<double>(), 0, 1e-9);
+  EXPECT_NEAR(r["modes"]["disagg"]["predicted_s"].get<double>(), 2.63, 1e-9);
+  EXPECT_NEAR(r["max_relative_error"].get<double>(), 0.63 / 2.0, 1e-9);
+  EXPECT_THROW(compare_modes(run, {{Mode::kColocate, constant_setup(0.01)}}), InputError);
+}
+
+TEST(Validation, LengthsFromQuantilesWhenNotListed) {
+  const json measured = {{"prompts_per_iteration", 50},
+                         {"group_size", 2},
+                         {"colocate",
+                          {{"iteration_seconds", 3.0},
+                           {"response_length", {{"p50", 40}, {"p90", 120}, {"max", 300}}}}}};
+  MeasuredRun run = MeasuredRun::from_json(measured);
+  const auto& l = run.lengths.at(Mode::kColocate).front();
+  ASSERT_EQ(l.size(), 100u);
+  EXPECT_EQ(*std::max_element(l.begin(), l.end()) <= 300, true);
+  std::vector<int> sorted = l;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_NEAR(sorted[50], 40, 3);
+  EXPECT_NEAR(sorted[90], 120, 12);
+}
+
+TEST(Validation, MissingKeysAreNamed) {
+  try {
+    MeasuredRun::from_json({{"modes", {{"stream", {{"lengths", {1, 2}}}}}}});
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("iteration_seconds"), std::string::npos);
+  }
+  EXPECT_THROW(MeasuredRun::from_json({{"modes", json::object()}}), InputError);
+  EXPECT_THROW(MeasuredRun::from_json({{"async", {{"iteration_seconds", 1.0}}}}), InputError);
+  EXPECT_THROW(MeasuredRun::from_json(json::array()), InputError);
+}
+
+}  // namespace
+}  // namespace streamrl::planner
