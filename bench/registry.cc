@@ -1,5 +1,6 @@
 #include "registry.h"
 
+#include "emulator_bench.h"
 #include "engine_throughput.h"
 #include "model_speed.h"
 #include "tokenizer_speed.h"
@@ -8,6 +9,8 @@ namespace streamrl::bench {
 
 const std::vector<Benchmark>& all_benchmarks() {
   static const std::vector<Benchmark> kAll = {
+      {"emulator", "step emulator vs measured rl_modes iteration times (STREAMRL_RL_MODES_JSON)",
+       run_emulator_bench},
       {"engine", "static vs continuous batching on a long-tailed workload, decode roofline",
        run_engine_throughput},
       {"model_speed", "training fwd+bwd and decode tokens/s of the tiny model vs the GEMM roofline",

@@ -29,5 +29,6 @@ void add_generate(CLI::App& root, CommandList& out);
 void add_profile(CLI::App& root, CommandList& out);
 void add_serve(CLI::App& root, CommandList& out);
 void add_bench(CLI::App& root, CommandList& out);
+void add_plan(CLI::App& root, CommandList& out);
 
 }  // namespace streamrl::cli

@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   cli::add_profile(app, commands);
   cli::add_serve(app, commands);
   cli::add_bench(app, commands);
+  cli::add_plan(app, commands);
 
   try {
     app.parse(argc, argv);
