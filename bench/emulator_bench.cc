@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "streamrl/core/config.h"
 #include "streamrl/core/errors.h"
 #include "streamrl/core/fs.h"
 #include "streamrl/core/threads.h"
@@ -43,6 +44,42 @@ json read_measured(const std::string& path) {
     found = std::move(whole);
   }
   return found;
+}
+
+// `bench rl_modes` reports timings; the workload's sizes are in its config file and the
+// per-iteration lengths in each mode's metrics.jsonl under its runs_dir. Fills what the JSON leaves
+// out.
+void add_run_details(json& j) {
+  json& w = j["workload"];
+  if (w.contains("config")) {
+    fs::path cfg_path = w["config"].get<std::string>();
+    if (!fs::exists(cfg_path)) cfg_path = fs::path(STREAMRL_SOURCE_DIR) / cfg_path;
+    const core::Config cfg = core::Config::from_file(cfg_path.string());
+    auto fill = [&](const char* key, const core::Config& section, const char* field) {
+      if (w.contains(key) || !section.has(field)) return;
+      int v = 0;
+      section.get(field, v);
+      w[key] = v;
+    };
+    fill("prompts_per_iteration", cfg.section("rollout"), "prompts_per_iteration");
+    fill("group_size", cfg.section("rollout"), "group_size");
+    fill("max_batch_size", cfg.section("rollout"), "max_batch_size");
+    fill("micro_batch_tokens", cfg.section("train"), "micro_batch_tokens");
+  }
+  if (!j.contains("runs_dir") || !j.contains("modes")) return;
+  for (auto& [name, m] : j["modes"].items()) {
+    const fs::path metrics = fs::path(j["runs_dir"].get<std::string>()) / name / "metrics.jsonl";
+    if (!fs::exists(metrics) || m.contains("lengths")) continue;
+    std::istringstream in(core::read_file(metrics));
+    json per = json::array();
+    for (std::string line; std::getline(in, line);) {
+      json r = json::parse(line, nullptr, false);
+      if (r.is_object() && r.contains("stage_seconds") && r.contains("response_length")) {
+        per.push_back(r["response_length"]);
+      }
+    }
+    if (!per.empty()) m["response_length_per_iteration"] = per;
+  }
 }
 
 fs::path model_dir(const planner::MeasuredRun& run) {
@@ -129,7 +166,9 @@ json run_emulator_bench(const BenchOptions& options) {
         "rl_modes.json`, then `STREAMRL_RL_MODES_JSON=rl_modes.json streamrl bench emulator "
         "--json`");
   }
-  planner::MeasuredRun run = planner::MeasuredRun::from_json(read_measured(path));
+  json measured = read_measured(path);
+  add_run_details(measured);
+  planner::MeasuredRun run = planner::MeasuredRun::from_json(measured);
   const fs::path dir = model_dir(run);
   const std::string config_path =
       dir.empty() ? std::string(STREAMRL_SOURCE_DIR) + "/configs/model/tiny.json"

@@ -66,6 +66,13 @@ MeasuredRun MeasuredRun::from_json(const json& j) {
         read_opt(scopes, {"iterations"}, r.iterations);
         read_opt(scopes, {"max_batch_size", "max_batch"}, r.max_batch);
         read_opt(scopes, {"micro_batch_tokens"}, r.micro_batch_tokens);
+        // rl_modes gives colocate all `cores` and splits them between generator and trainer.
+        if (const json* c = find_key(scopes, {"cores"})) {
+          const int cores = c->get<int>();
+          r.colocate_threads = cores;
+          r.generator_threads = std::max(1, cores / 2);
+          r.trainer_threads = std::max(1, cores - cores / 2);
+        }
         read_opt(scopes, {"colocate_threads", "threads"}, r.colocate_threads);
         read_opt(scopes, {"generator_threads"}, r.generator_threads);
         read_opt(scopes, {"trainer_threads"}, r.trainer_threads);
@@ -73,15 +80,17 @@ MeasuredRun MeasuredRun::from_json(const json& j) {
         read_opt(scopes, {"checkpoint", "init_from"}, r.checkpoint);
       }
       double it = 0;
-      if (const json* v = find_key({&m}, {"iteration_seconds", "seconds_per_iteration"})) {
+      if (const json* v =
+              find_key({&m}, {"iteration_s", "iteration_seconds", "seconds_per_iteration"})) {
         it = v->get<double>();
       } else if (m.contains("stage_seconds") && m["stage_seconds"].contains("iteration")) {
         it = m["stage_seconds"]["iteration"].get<double>();
       } else if (m.contains("wall_seconds")) {
         it = m["wall_seconds"].get<double>() / std::max(1, r.iterations);
+        r.steady_state = false;
       } else {
         throw InputError(std::string("rl_modes JSON: mode '") + name +
-                         "' has no iteration_seconds (or stage_seconds.iteration)");
+                         "' has no iteration_s (or iteration_seconds, stage_seconds.iteration)");
       }
       if (!(it > 0)) throw InputError(std::string("rl_modes JSON: '") + name + "' iteration time");
       r.iteration_seconds[mode] = it;
@@ -95,6 +104,11 @@ MeasuredRun MeasuredRun::from_json(const json& j) {
         } else {
           lens = {v->get<std::vector<int>>()};
         }
+      } else if (const json* per = find_key({&m}, {"response_length_per_iteration"})) {
+        if (r.prompts <= 0) throw InputError("rl_modes JSON: prompts_per_iteration is required");
+        for (const auto& st : *per)
+          lens.push_back(lengths_from_stats(st, r.prompts * r.group_size));
+        if (lens.empty()) throw InputError("rl_modes JSON: empty response_length_per_iteration");
       } else if (const json* st = find_key({&m, workload, &j}, {"response_length"})) {
         if (r.prompts <= 0) throw InputError("rl_modes JSON: prompts_per_iteration is required");
         lens = {lengths_from_stats(*st, r.prompts * r.group_size)};
@@ -146,16 +160,20 @@ json compare_modes(const MeasuredRun& run, const std::map<Mode, ModeSetup>& setu
       in.batches.push_back(std::move(b));
     }
     const EmulatorResult r = emulate(in);
-    const double err = std::abs(r.iteration_seconds - measured) / measured;
+    const double predicted = run.steady_state ? r.steady_iteration_seconds : r.iteration_seconds;
+    const double err = std::abs(predicted - measured) / measured;
     worst = std::max(worst, err);
     modes[mode_name(mode)] = {{"measured_s", measured},
-                              {"predicted_s", r.iteration_seconds},
+                              {"predicted_s", predicted},
                               {"relative_error", err},
                               {"predicted", r.to_json()}};
     if (run.stage_seconds.count(mode))
       modes[mode_name(mode)]["measured_stages"] = run.stage_seconds.at(mode);
   }
-  return {{"modes", modes}, {"max_relative_error", worst}};
+  return {{"modes", modes},
+          {"max_relative_error", worst},
+          {"compared", run.steady_state ? "steady-state iteration (first excluded)"
+                                        : "mean iteration (wall / iterations)"}};
 }
 
 }  // namespace streamrl::planner

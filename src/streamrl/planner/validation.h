@@ -16,10 +16,13 @@ namespace streamrl::planner {
 
 // What the measured run did and how long each mode's iterations took. Read from
 //   {"workload": {"prompts_per_iteration", "group_size", "iterations", "max_batch_size",
-//                 "micro_batch_tokens", "threads" | "colocate_threads", "generator_threads",
-//                 "trainer_threads", "prompt_tokens_mean", "checkpoint"},
-//    "modes": {"colocate": {"iteration_seconds" | "stage_seconds": {"iteration", ...},
-//                           "lengths": [[per-sample output tokens] per iteration] | [...],
+//                 "micro_batch_tokens", "cores" (colocate all, generator half, trainer the rest)
+//                 or "colocate_threads", "generator_threads", "trainer_threads",
+//                 "prompt_tokens_mean", "checkpoint"},
+//    "modes": {"colocate": {"iteration_s" | "iteration_seconds" | "stage_seconds": {"iteration"}
+//                           (steady state) | "wall_seconds" (all iterations),
+//                           "lengths": [[per-sample output tokens] per iteration] | [...] |
+//                           "response_length_per_iteration": [{"p50", "p90", "max"}, ...] |
 //                           "response_length": {"p50", "p90", "max"}}, ...}}
 // where workload keys may also sit at the top level or inside each mode, and modes may sit at the
 // top level. Missing required keys are InputErrors that name them.
@@ -31,6 +34,7 @@ struct MeasuredRun {
   int64_t micro_batch_tokens = 8192;
   int colocate_threads = 2, generator_threads = 1, trainer_threads = 1;
   double prompt_tokens_mean = 0;  // 0 = unknown (the bench fills it from the task)
+  bool steady_state = true;       // times exclude the first iteration (pipeline fill)
   std::string checkpoint;
   std::map<Mode, double> iteration_seconds;
   std::map<Mode, std::vector<std::vector<int>>> lengths;  // per mode, per iteration
@@ -47,8 +51,8 @@ struct ModeSetup {
 };
 
 // Emulates every measured mode with its setup on the measured batches (one instance, FIFO, as the
-// measured run) and returns {"modes": {m: {"measured_s", "predicted_s", "relative_error",
-// "predicted": {...}}}, "max_relative_error"}.
+// measured run), compares the steady-state (or mean) iteration time, and returns {"modes": {m:
+// {"measured_s", "predicted_s", "relative_error", "predicted": {...}}}, "max_relative_error"}.
 nlohmann::json compare_modes(const MeasuredRun& run, const std::map<Mode, ModeSetup>& setups);
 
 }  // namespace streamrl::planner
