@@ -110,5 +110,35 @@ heterogeneous: {gen_devices: 8, train_devices: 8, baseline_devices: 16}
   EXPECT_THROW(typo.check_all_used(), InputError);
 }
 
+nlohmann::json plan_file(const std::string& name) {
+  const std::string path = std::string(STREAMRL_TEST_DATA_DIR) + "/../../configs/plan/" + name;
+  core::Config cfg = core::Config::from_file(path);
+  PlanConfig pc = PlanConfig::from_config(cfg);
+  cfg.check_all_used();
+  return run_plan(pc);
+}
+
+// The shipped paper scenarios stay valid and keep the paper's qualitative findings.
+TEST(Plan, PaperScenarios) {
+  for (const char* name : {"qwen32b_64xh800.yaml", "qwen72b_128xh800.yaml"}) {
+    const nlohmann::json p = plan_file(name);
+    const auto& last = p["scenarios"].back();  // 20K: generation gets the larger share (Fig. 10)
+    EXPECT_EQ(last["max_output"].get<int>(), 20000);
+    EXPECT_GT(last["allocation"]["gen"].get<int>(), last["allocation"]["train"].get<int>()) << name;
+    for (const auto& sc : p["scenarios"]) {
+      EXPECT_GT(sc["ratios"]["async_over_colocate"].get<double>(), 1.0) << name;
+      EXPECT_LT(sc["ratios"]["disagg_over_colocate"].get<double>(), 1.0) << name;
+      EXPECT_TRUE(sc.contains("paper_fig8"));
+    }
+  }
+  const nlohmann::json h = plan_file("hetero_h20_h800.yaml");
+  for (const auto& r : h["heterogeneous"]["rows"]) {
+    EXPECT_GT(r["cost_effectiveness_ratio"].get<double>(), 1.0);  // Fig. 12: H20 generation pays
+  }
+  const nlohmann::json e = plan_file("elastic_7b.yaml");
+  EXPECT_EQ(e["elastic"]["steps"].size(), 23u);
+  plan_file("qwen7b_32xh800.yaml");
+}
+
 }  // namespace
 }  // namespace streamrl::planner
