@@ -5,6 +5,7 @@
 #include "streamrl/core/errors.h"
 #include "streamrl/core/threads.h"
 #include "streamrl/model/checkpoint.h"
+#include "streamrl/model/generation_config.h"
 #include "streamrl/rl/evaluate.h"
 #include "streamrl/tasks/dataset.h"
 
@@ -21,13 +22,15 @@ void add_eval(CLI::App& root, CommandList& out) {
   auto a = std::make_shared<Args>();
   app->add_option("--ckpt", a->ckpt, "Checkpoint directory")->required();
   auto* task_opt = app->add_option("--task", a->task, "Built-in task name");
-  app->add_option("--data", a->data, "JSONL dataset ({\"prompt\", \"answer\"} per line)")
+  app->add_option("--data", a->data,
+                  "JSONL dataset ({\"prompt\" or \"messages\", \"answer\"} per line)")
       ->excludes(task_opt);
   app->add_option("--verifier", a->verifier, "exact | numeric | choice (with --data)");
   app->add_option("--n", a->eval.n, "Problems")->check(CLI::PositiveNumber);
   app->add_option("--max-new-tokens", a->eval.max_new_tokens, "Response cap")
       ->check(CLI::PositiveNumber);
-  app->add_option("--temperature", a->eval.temperature, "0 = greedy")
+  app->add_option("--temperature", a->eval.temperature,
+                  "0 = greedy; sampling uses top_p/top_k of generation_config.json")
       ->check(CLI::NonNegativeNumber);
   app->add_option("--seed", a->eval.seed, "Problem draw and sampling seed");
   app->add_option("--threads", a->threads, "Threads (default: all cores)");
@@ -44,8 +47,13 @@ void add_eval(CLI::App& root, CommandList& out) {
                                                                  : a->task);
                    model::CausalLM lm = model::load_model(a->ckpt);
                    auto tok = tokenizer::load_tokenizer(a->ckpt);
+                   const auto prompts = rl::PromptEncoder::for_task(*tok, a->ckpt, task);
+                   // Sampling evals take the rest of the checkpoint's sampling defaults.
+                   const model::GenerationDefaults gen = model::load_generation_config(a->ckpt);
+                   a->eval.top_p = gen.top_p.value_or(a->eval.top_p);
+                   a->eval.top_k = gen.top_k.value_or(a->eval.top_k);
                    torch::NoGradGuard no_grad;
-                   rl::EvalResult r = rl::evaluate(lm, *tok, task, a->eval);
+                   rl::EvalResult r = rl::evaluate(lm, prompts, task, a->eval);
                    nlohmann::json j = r.to_json();
                    j["task"] = task.name();
                    j["checkpoint"] = a->ckpt;

@@ -10,6 +10,8 @@
 #include "streamrl/core/log.h"
 #include "streamrl/engine/engine.h"
 #include "streamrl/model/checkpoint.h"
+#include "streamrl/model/generation_config.h"
+#include "streamrl/rl/sequences.h"
 #include "streamrl/server/http_server.h"
 #include "streamrl/tokenizer/tokenizer.h"
 
@@ -73,6 +75,13 @@ void add_serve(CLI::App& root, CommandList& out) {
          if (app->count("--model-name") == 0) a->server.model_name = dir_name(a->ckpt);
          model::CausalLM lm = model::load_model(a->ckpt);
          auto tok = tokenizer::load_tokenizer(a->ckpt);
+         // Requests that leave sampling fields out get the checkpoint's generation_config.json.
+         const model::GenerationDefaults gen = model::load_generation_config(a->ckpt);
+         server::RequestDefaults& d = a->server.defaults;
+         d.temperature = model::default_temperature(gen, d.temperature);
+         d.top_p = gen.top_p.value_or(d.top_p);
+         d.top_k = gen.top_k.value_or(d.top_k);
+         d.stop_token_ids = rl::PromptEncoder::for_checkpoint(*tok, a->ckpt).stop_ids();
          engine::Engine engine(std::move(lm), a->engine);
          server::Server srv(engine, *tok, a->server);
          const std::string url = "http://" + a->server.host + ":" + std::to_string(srv.port());

@@ -27,6 +27,26 @@ TEST(NativeApi, ParsesTextAndIdPromptsWithDefaults) {
   EXPECT_EQ(r.jobs[1].params.stop_token_ids, (std::vector<int32_t>{4, tok->eos_id()}));
 }
 
+// generation_config.json's values (RequestDefaults) fill what a request leaves out; its EOS ids
+// stop besides the tokenizer's, unless ignore_eos.
+TEST(NativeApi, RequestDefaultsFillAbsentFields) {
+  auto tok = tokenizer::make_tokenizer("char");
+  const RequestDefaults defaults{0.7f, 0.8f, 20, {90, tok->eos_id(), 91}};
+  nlohmann::json body = {{"requests",
+                          {{{"prompt", "ab"}},
+                           {{"prompt", "ab"}, {"temperature", 0}, {"top_p", 1}, {"top_k", 0}},
+                           {{"prompt", "ab"}, {"ignore_eos", true}}}}};
+  GenerateRequest r = parse_generate_request(body.dump(), *tok, defaults);
+  EXPECT_FLOAT_EQ(r.jobs[0].params.temperature, 0.7f);
+  EXPECT_FLOAT_EQ(r.jobs[0].params.top_p, 0.8f);
+  EXPECT_EQ(r.jobs[0].params.top_k, 20);
+  EXPECT_EQ(r.jobs[0].params.stop_token_ids, (std::vector<int32_t>{tok->eos_id(), 90, 91}));
+  EXPECT_FLOAT_EQ(r.jobs[1].params.temperature, 0);
+  EXPECT_FLOAT_EQ(r.jobs[1].params.top_p, 1);
+  EXPECT_EQ(r.jobs[1].params.top_k, 0);
+  EXPECT_TRUE(r.jobs[2].params.stop_token_ids.empty());
+}
+
 TEST(NativeApi, ErrorsNameTheRequest) {
   auto tok = tokenizer::make_tokenizer("char");
   auto expect_error = [&](const nlohmann::json& body, const std::string& needle) {

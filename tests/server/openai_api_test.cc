@@ -40,6 +40,17 @@ TEST_F(OpenAiApi, DefaultsFollowOpenAi) {
   EXPECT_FALSE(r.stream);
 }
 
+TEST_F(OpenAiApi, RequestDefaultsReplaceOpenAiDefaultsAndAddStopIds) {
+  const RequestDefaults defaults{0.6f, 0.9f, 50, {77}};
+  CompletionRequest r = parse_completion_request(
+      nlohmann::json{{"prompt", "ab"}, {"top_k", 5}}.dump(), *tok_, 64, defaults);
+  const PromptJob& j = r.jobs[0];
+  EXPECT_FLOAT_EQ(j.params.temperature, 0.6f);
+  EXPECT_FLOAT_EQ(j.params.top_p, 0.9f);
+  EXPECT_EQ(j.params.top_k, 5);  // given: the request wins
+  EXPECT_EQ(j.params.stop_token_ids, (std::vector<int32_t>{tok_->eos_id(), 77}));
+}
+
 TEST_F(OpenAiApi, PromptShapesAndSamplingFields) {
   CompletionRequest r = parse({{"prompt", {"a", "bc"}},
                                {"n", 3},

@@ -81,7 +81,8 @@ TEST_F(Jsonl, BadJsonNamesFileAndLine) {
 }
 
 TEST_F(Jsonl, MissingOrMistypedFieldsAreNamed) {
-  EXPECT_EQ(error_of("{\"answer\": \"1\"}"), at(1) + "missing field \"prompt\"");
+  EXPECT_EQ(error_of("{\"answer\": \"1\"}"),
+            at(1) + "missing field \"prompt\" (or chat \"messages\")");
   EXPECT_EQ(error_of("{\"prompt\": \"p\"}"), at(1) + "missing field \"answer\"");
   EXPECT_EQ(error_of("{\"prompt\": 3, \"answer\": \"1\"}"), at(1) + "\"prompt\" must be a string");
   EXPECT_EQ(error_of("{\"prompt\": \"\", \"answer\": \"1\"}"), at(1) + "\"prompt\" is empty");
@@ -100,11 +101,61 @@ TEST_F(Jsonl, MissingOrMistypedFieldsAreNamed) {
   EXPECT_EQ(error_of("[\"p\", \"1\"]"), at(1) + "expected a JSON object");
 }
 
-TEST_F(Jsonl, ChatMessagesAreRefusedClearly) {
-  const std::string e = error_of("{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}");
-  EXPECT_EQ(e.rfind(at(1), 0), 0u) << e;
-  EXPECT_NE(e.find("\"messages\""), std::string::npos) << e;
-  EXPECT_NE(e.find("not supported"), std::string::npos) << e;
+TEST_F(Jsonl, ChatRecordsKeepMessagesAndTakeAFinalAssistantTurnAsDemonstration) {
+  const fs::path path = write(
+      "{\"prompt\": \"plain\", \"answer\": \"1\"}\n"
+      "{\"messages\": [{\"role\": \"system\", \"content\": \"Be brief.\"}, "
+      "{\"role\": \"user\", \"content\": \"6*7?\"}], \"answer\": 42}\n"
+      "{\"messages\": [{\"role\": \"user\", \"content\": \"1+1?\"}, "
+      "{\"role\": \"assistant\", \"content\": \"#2\"}], \"answer\": \"2\", \"difficulty\": 1}\n");
+  const std::vector<Problem> problems = load_jsonl(path, get_verifier("numeric"));
+  ASSERT_EQ(problems.size(), 3u);
+  EXPECT_TRUE(problems[0].messages.empty());
+  EXPECT_EQ(problems[0].source, path.string() + ":1");
+  const std::vector<tokenizer::ChatMessage> conversation = {{"system", "Be brief."},
+                                                            {"user", "6*7?"}};
+  EXPECT_EQ(problems[1].messages, conversation);
+  EXPECT_EQ(problems[1].reference, "42");
+  EXPECT_EQ(problems[1].demonstration, "");
+  EXPECT_EQ(problems[1].source, path.string() + ":2");
+  // The conversation's JSON is its identity: distinct conversations get distinct prompts.
+  EXPECT_EQ(problems[1].prompt,
+            R"([{"content":"Be brief.","role":"system"},{"content":"6*7?","role":"user"}])");
+  EXPECT_EQ(problems[2].messages, (std::vector<tokenizer::ChatMessage>{{"user", "1+1?"}}));
+  EXPECT_EQ(problems[2].demonstration, "#2");
+  EXPECT_EQ(problems[2].difficulty, 1);
+
+  const JsonlTask task(path, "numeric");
+  ASSERT_NE(task.first_chat_problem(), nullptr);
+  EXPECT_EQ(task.first_chat_problem()->source, path.string() + ":2");
+  EXPECT_EQ(
+      JsonlTask(write("{\"prompt\": \"p\", \"answer\": 1}\n"), "numeric").first_chat_problem(),
+      nullptr);
+}
+
+TEST_F(Jsonl, MalformedChatRecordsAreOneLineErrors) {
+  const std::string user = "{\"role\": \"user\", \"content\": \"hi\"}";
+  const std::string assistant = "{\"role\": \"assistant\", \"content\": \"yo\"}";
+  EXPECT_EQ(error_of("{\"messages\": [" + user + "], \"prompt\": \"p\", \"answer\": 1}"),
+            at(1) + "give either \"prompt\" or \"messages\", not both");
+  EXPECT_EQ(error_of("{\"messages\": {}, \"answer\": 1}"), at(1) + "messages must be a JSON array");
+  EXPECT_EQ(error_of("{\"messages\": [{\"role\": \"tool\", \"content\": \"x\"}], \"answer\": 1}"),
+            at(1) + "message 0 has unsupported role 'tool' (supported: system, user, assistant)");
+  EXPECT_EQ(error_of("{\"messages\": [{\"role\": \"user\"}], \"answer\": 1}"),
+            at(1) + "message 0 needs a string \"content\"");
+  const std::string must_end =
+      "\"messages\" must end with a user message (optionally followed by the assistant's answer)";
+  EXPECT_EQ(error_of("{\"messages\": [], \"answer\": 1}"), at(1) + must_end);
+  EXPECT_EQ(error_of("{\"messages\": [" + assistant + "], \"answer\": 1}"), at(1) + must_end);
+  EXPECT_EQ(
+      error_of("{\"messages\": [" + user + "," + assistant + "," + assistant + "], \"answer\": 1}"),
+      at(1) + must_end);
+  EXPECT_EQ(error_of("{\"messages\": [" + user + "," + assistant +
+                     "], \"demonstration\": \"d\", \"answer\": 1}"),
+            at(1) +
+                "give the demonstration either as a final assistant message or as "
+                "\"demonstration\", not both");
+  EXPECT_EQ(error_of("{\"messages\": [" + user + "]}"), at(1) + "missing field \"answer\"");
 }
 
 TEST_F(Jsonl, AnswersMustSuitTheVerifier) {

@@ -98,4 +98,9 @@ GenerationDefaults load_generation_config(const fs::path& dir) {
   return out;
 }
 
+float default_temperature(const GenerationDefaults& defaults, float fallback) {
+  if (!defaults.do_sample) return 0;
+  return defaults.temperature.value_or(fallback);
+}
+
 }  // namespace streamrl::model

@@ -30,4 +30,9 @@ struct GenerationDefaults {
 // a field of the wrong type or a value out of range.
 GenerationDefaults load_generation_config(const std::filesystem::path& dir);
 
+// The temperature a command samples with when its user gives none: 0 (greedy) when the file says
+// "do_sample": false, else the file's temperature, else `fallback`. top_p and top_k fall back with
+// value_or.
+float default_temperature(const GenerationDefaults& defaults, float fallback);
+
 }  // namespace streamrl::model

@@ -23,8 +23,9 @@ nlohmann::json EvalResult::to_json() const {
           {"seconds", seconds}};
 }
 
-EvalResult evaluate(model::CausalLM& model, const tokenizer::Tokenizer& tok,
-                    const tasks::Task& task, const EvalConfig& config) {
+EvalResult evaluate(model::CausalLM& model, const PromptEncoder& prompts, const tasks::Task& task,
+                    const EvalConfig& config) {
+  const tokenizer::Tokenizer& tok = prompts.tokenizer();
   auto t0 = std::chrono::steady_clock::now();
   std::vector<tasks::Problem> problems;
   for (int i = 0; i < config.n; ++i) {
@@ -44,11 +45,13 @@ EvalResult evaluate(model::CausalLM& model, const tokenizer::Tokenizer& tok,
     for (size_t k = start; k < std::min(order.size(), start + config.batch_size); ++k) {
       engine::GenerateRequest r;
       r.request_id = static_cast<int64_t>(order[k]);
-      r.prompt_ids = encode_prompt(tok, problems[order[k]].prompt);
+      r.prompt_ids = prompts.prompt_ids(problems[order[k]]);
       r.params.temperature = config.temperature;
+      r.params.top_p = config.top_p;
+      r.params.top_k = config.top_k;
       r.params.seed = config.seed;
       r.params.max_new_tokens = config.max_new_tokens;
-      if (tok.eos_id() >= 0) r.params.stop_token_ids = {tok.eos_id()};
+      r.params.stop_token_ids = prompts.stop_ids();
       reqs.push_back(std::move(r));
     }
     for (const auto& s : engine::generate_static(model, reqs)) {

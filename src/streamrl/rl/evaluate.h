@@ -6,8 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include "streamrl/model/transformer.h"
+#include "streamrl/rl/sequences.h"
 #include "streamrl/tasks/task.h"
-#include "streamrl/tokenizer/tokenizer.h"
 
 namespace streamrl::rl {
 
@@ -15,6 +15,8 @@ struct EvalConfig {
   int n = 256;               // held-out problems (the task's eval split)
   int max_new_tokens = 512;  // response cap; a capped response usually fails the verifier
   float temperature = 0;     // 0 = greedy
+  float top_p = 1;           // with temperature > 0
+  int top_k = 0;             // with temperature > 0; 0 = no limit
   uint64_t seed = 0;         // problem draw and sampling seed
   int batch_size = 64;       // prompts generated together
 };
@@ -36,7 +38,8 @@ struct EvalResult {
   nlohmann::json to_json() const;
 };
 
-EvalResult evaluate(model::CausalLM& model, const tokenizer::Tokenizer& tok,
-                    const tasks::Task& task, const EvalConfig& config);
+// Prompts, stop tokens and decoding come from `prompts` (sequences.h).
+EvalResult evaluate(model::CausalLM& model, const PromptEncoder& prompts, const tasks::Task& task,
+                    const EvalConfig& config);
 
 }  // namespace streamrl::rl

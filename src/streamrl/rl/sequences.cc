@@ -2,13 +2,86 @@
 
 #include <algorithm>
 
-namespace streamrl::rl {
+#include "streamrl/core/errors.h"
+#include "streamrl/model/generation_config.h"
+#include "streamrl/tasks/dataset.h"
 
-std::vector<int32_t> encode_prompt(const tokenizer::Tokenizer& tok, const std::string& prompt) {
-  std::vector<int32_t> ids;
-  if (tok.bos_id() >= 0) ids.push_back(tok.bos_id());
-  auto body = tok.encode(prompt);
-  ids.insert(ids.end(), body.begin(), body.end());
+namespace streamrl::rl {
+namespace fs = std::filesystem;
+
+PromptEncoder::PromptEncoder(const tokenizer::Tokenizer& tok) : tok_(&tok) {
+  add_stop_id(tok.eos_id());
+}
+
+PromptEncoder::PromptEncoder(const tokenizer::Tokenizer& tok, const fs::path& dir,
+                             std::optional<tokenizer::ChatTemplate> chat)
+    : PromptEncoder(tok) {
+  chat_ = std::move(chat);
+  if (chat_) {
+    const char* end = tokenizer::end_of_turn_token(chat_->format);
+    std::optional<int32_t> id = tok.token_to_id(end);
+    if (!id) {
+      throw InputError((dir / "tokenizer.json").string() + " has no token " + end +
+                       ", which its chat template ends turns with");
+    }
+    end_of_turn_id_ = *id;
+  }
+  if (!dir.empty()) {
+    for (int64_t id : model::load_generation_config(dir).eos_token_ids) add_stop_id(id);
+  }
+  add_stop_id(end_of_turn_id_);
+}
+
+PromptEncoder PromptEncoder::for_checkpoint(const tokenizer::Tokenizer& tok, const fs::path& dir) {
+  return PromptEncoder(tok, dir, std::nullopt);
+}
+
+PromptEncoder PromptEncoder::for_task(const tokenizer::Tokenizer& tok, const fs::path& dir,
+                                      const tasks::Task& task) {
+  const auto* dataset = dynamic_cast<const tasks::JsonlTask*>(&task);
+  const tasks::Problem* chat = dataset ? dataset->first_chat_problem() : nullptr;
+  if (!chat) return for_checkpoint(tok, dir);
+  const std::string where = chat->source +
+                            ": a chat \"messages\" record needs the model's chat "
+                            "template, but ";
+  if (dir.empty()) throw InputError(where + "the model is not loaded from a checkpoint");
+  try {
+    return PromptEncoder(tok, dir, tokenizer::load_chat_template(dir));
+  } catch (const InputError& e) {
+    throw InputError(where + e.what());
+  }
+}
+
+PromptEncoder PromptEncoder::for_chat(const tokenizer::Tokenizer& tok, const fs::path& dir) {
+  return PromptEncoder(tok, dir, tokenizer::load_chat_template(dir));
+}
+
+void PromptEncoder::add_stop_id(int64_t id) {
+  if (id < 0 || std::find(stop_ids_.begin(), stop_ids_.end(), id) != stop_ids_.end()) return;
+  stop_ids_.push_back(static_cast<int32_t>(id));
+}
+
+std::vector<int32_t> PromptEncoder::prompt_ids(const tasks::Problem& problem) const {
+  if (problem.messages.empty()) return encode_prompt(*tok_, problem.prompt);
+  if (!chat_) {
+    throw InputError(problem.source +
+                     ": a chat \"messages\" record needs the model's chat "
+                     "template, but none is loaded");
+  }
+  return chat_prompt_ids(problem.messages);
+}
+
+std::vector<int32_t> PromptEncoder::chat_prompt_ids(
+    const std::vector<tokenizer::ChatMessage>& messages) const {
+  if (!chat_) throw InputError("chat messages need the model's chat template, but none is loaded");
+  return tok_->encode(tokenizer::render_chat(*chat_, messages, /*add_generation_prompt=*/true));
+}
+
+std::vector<int32_t> PromptEncoder::target_ids(const tasks::Problem& problem) const {
+  std::vector<int32_t> ids =
+      tok_->encode(problem.demonstration.empty() ? problem.reference : problem.demonstration);
+  const int32_t end = problem.messages.empty() ? tok_->eos_id() : end_of_turn_id_;
+  if (end >= 0) ids.push_back(end);
   return ids;
 }
 

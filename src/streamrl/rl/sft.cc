@@ -70,6 +70,7 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
     lm.emplace(model::CausalLM(mc, c.run.seed));
   }
   model::CausalLM& model = *lm;
+  const PromptEncoder encoder = PromptEncoder::for_task(*tok, c.init_from, task);
   auto optimizer = make_adamw(*model, c.optim);
   const int64_t max_len = model->config().max_position_embeddings;
 
@@ -100,7 +101,6 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
 
   // 3. Train. Batch k holds train problems [k*B, (k+1)*B): the data position is a function of the
   // step, so a resumed run sees exactly the batches the uninterrupted one would.
-  const int32_t eos = tok->eos_id();
   telemetry::Progress progress("sft " + c.run.name, c.steps);
   double last_eval_acc = -1;
   auto t0 = std::chrono::steady_clock::now();
@@ -109,10 +109,8 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
     for (int i = 0; i < c.batch_size; ++i) {
       const uint64_t index = static_cast<uint64_t>(step) * c.batch_size + i;
       tasks::Problem p = tasks::draw_problem(task, c.run.seed, tasks::Split::kTrain, index);
-      std::vector<int32_t> prompt = encode_prompt(*tok, p.prompt);
-      std::vector<int32_t> target =
-          tok->encode(p.demonstration.empty() ? p.reference : p.demonstration);
-      if (eos >= 0) target.push_back(eos);
+      std::vector<int32_t> prompt = encoder.prompt_ids(p);
+      std::vector<int32_t> target = encoder.target_ids(p);
       if (static_cast<int64_t>(prompt.size() + target.size()) > max_len) {
         target.resize(std::max<int64_t>(0, max_len - static_cast<int64_t>(prompt.size())));
       }
@@ -161,7 +159,7 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
                           {"tokens", total_tokens}};
     if (c.eval_every > 0 && done % c.eval_every == 0 && done < c.steps && c.eval.n > 0) {
       torch::NoGradGuard no_grad;
-      EvalResult er = evaluate(model, *tok, task, c.eval);
+      EvalResult er = evaluate(model, encoder, task, c.eval);
       last_eval_acc = er.accuracy;
       rec["eval"] = er.to_json();
     }
@@ -189,7 +187,7 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
                            {"train_seconds", train_s}};
   if (c.eval.n > 0) {
     torch::NoGradGuard no_grad;
-    EvalResult er = evaluate(model, *tok, task, c.eval);
+    EvalResult er = evaluate(model, encoder, task, c.eval);
     result["eval"] = er.to_json();
     metrics.write({{"step", c.steps}, {"final_eval", er.to_json()}});
   }

@@ -38,6 +38,7 @@ struct ServerConfig {
   int64_t max_request_samples = 1024;             // sum of n over one request's prompts; more: 413
   int64_t max_request_tokens = int64_t{1} << 22;  // sum of n x (prompt + max new tokens); more: 413
   double request_timeout_s = 600;  // a generation request's deadline; then 504 and its work aborted
+  RequestDefaults defaults;        // of sampling fields a request leaves out
 };
 
 class Server {

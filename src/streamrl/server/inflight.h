@@ -23,6 +23,17 @@ struct PromptJob {
   double length_estimate = 0;  // for LPT admission
 };
 
+// What a request's sampling fields default to when the client leaves them out: the checkpoint's
+// generation_config.json values where it has them (`streamrl serve`), else these.
+struct RequestDefaults {
+  float temperature = 1.0f;
+  float top_p = 1.0f;
+  int top_k = 0;  // 0 = no limit
+  // Tokens that end every sample unless the request says "ignore_eos", besides the tokenizer's
+  // EOS (always included): e.g. the EOS ids of generation_config.json.
+  std::vector<int32_t> stop_token_ids;
+};
+
 // A finished sample and the position of its job in submission order.
 struct Finished {
   size_t job = 0;

@@ -84,4 +84,12 @@ std::vector<int32_t> token_ids(const nlohmann::json& value, const std::string& w
   return ids;
 }
 
+void add_stop_ids(std::vector<int32_t>* ids, const std::vector<int32_t>& more, int32_t eos) {
+  auto add = [ids](int32_t id) {
+    if (std::find(ids->begin(), ids->end(), id) == ids->end()) ids->push_back(id);
+  };
+  if (eos >= 0) add(eos);
+  for (int32_t id : more) add(id);
+}
+
 }  // namespace streamrl::server

@@ -30,4 +30,7 @@ bool bool_field(const nlohmann::json& object, const std::string& key, bool fallb
 // A JSON array of integer token ids; `what` names the field in errors.
 std::vector<int32_t> token_ids(const nlohmann::json& value, const std::string& what);
 
+// Appends each id of `more` (and `eos` when >= 0) that `ids` does not hold yet.
+void add_stop_ids(std::vector<int32_t>* ids, const std::vector<int32_t>& more, int32_t eos);
+
 }  // namespace streamrl::server

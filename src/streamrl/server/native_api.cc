@@ -10,7 +10,7 @@ namespace streamrl::server {
 namespace {
 
 PromptJob parse_job(const nlohmann::json& r, const tokenizer::Tokenizer& tok,
-                    const std::string& where) {
+                    const RequestDefaults& request_defaults, const std::string& where) {
   if (!r.is_object()) throw InputError(where + " must be an object");
   reject_unknown_fields(
       r,
@@ -23,9 +23,7 @@ PromptJob parse_job(const nlohmann::json& r, const tokenizer::Tokenizer& tok,
   PromptJob job;
   if (has_text) {
     if (!r["prompt"].is_string()) throw InputError(where + ": 'prompt' must be a string");
-    if (tok.bos_id() >= 0) job.prompt_ids.push_back(tok.bos_id());
-    auto body = tok.encode(r["prompt"].get<std::string>());
-    job.prompt_ids.insert(job.prompt_ids.end(), body.begin(), body.end());
+    job.prompt_ids = tokenizer::encode_prompt(tok, r["prompt"].get<std::string>());
   } else {
     job.prompt_ids = token_ids(r["prompt_ids"], "prompt_ids");
   }
@@ -35,11 +33,11 @@ PromptJob parse_job(const nlohmann::json& r, const tokenizer::Tokenizer& tok,
     job.n = static_cast<int>(int_field(r, "n", 1, 1, 1 << 16));
     job.params.max_new_tokens =
         static_cast<int>(int_field(r, "max_new_tokens", defaults.max_new_tokens, 1, 1 << 30));
-    job.params.temperature =
-        static_cast<float>(number_field(r, "temperature", defaults.temperature, 0, kNoLimit));
-    job.params.top_p = static_cast<float>(number_field(r, "top_p", defaults.top_p, 0, 1));
+    job.params.temperature = static_cast<float>(
+        number_field(r, "temperature", request_defaults.temperature, 0, kNoLimit));
+    job.params.top_p = static_cast<float>(number_field(r, "top_p", request_defaults.top_p, 0, 1));
     if (job.params.top_p <= 0) throw InputError("'top_p' must be a number in (0, 1]");
-    job.params.top_k = static_cast<int>(int_field(r, "top_k", defaults.top_k, 0, 1 << 30));
+    job.params.top_k = static_cast<int>(int_field(r, "top_k", request_defaults.top_k, 0, 1 << 30));
     if (r.contains("seed") && !r["seed"].is_null()) {
       if (!r["seed"].is_number_integer()) throw InputError("'seed' must be an integer");
       job.params.seed = r["seed"].get<uint64_t>();
@@ -48,8 +46,8 @@ PromptJob parse_job(const nlohmann::json& r, const tokenizer::Tokenizer& tok,
       job.params.stop_token_ids = token_ids(r["stop_token_ids"], "stop_token_ids");
     }
     job.length_estimate = number_field(r, "length_estimate", 0, 0, kNoLimit);
-    if (tok.eos_id() >= 0 && !bool_field(r, "ignore_eos", false)) {
-      job.params.stop_token_ids.push_back(tok.eos_id());
+    if (!bool_field(r, "ignore_eos", false)) {
+      add_stop_ids(&job.params.stop_token_ids, request_defaults.stop_token_ids, tok.eos_id());
     }
   } catch (const InputError& e) {
     throw InputError(where + ": " + e.what());
@@ -59,7 +57,8 @@ PromptJob parse_job(const nlohmann::json& r, const tokenizer::Tokenizer& tok,
 
 }  // namespace
 
-GenerateRequest parse_generate_request(std::string_view body, const tokenizer::Tokenizer& tok) {
+GenerateRequest parse_generate_request(std::string_view body, const tokenizer::Tokenizer& tok,
+                                       const RequestDefaults& defaults) {
   const nlohmann::json j = parse_json_object(body);
   reject_unknown_fields(j, {"requests"}, "generate request");
   if (!j.contains("requests") || !j["requests"].is_array() || j["requests"].empty()) {
@@ -69,7 +68,7 @@ GenerateRequest parse_generate_request(std::string_view body, const tokenizer::T
   const auto& requests = j["requests"];
   for (size_t i = 0; i < requests.size(); ++i) {
     const std::string where = "requests[" + std::to_string(i) + "]";
-    out.jobs.push_back(parse_job(requests[i], tok, where));
+    out.jobs.push_back(parse_job(requests[i], tok, defaults, where));
     const auto id = requests[i].find("id");
     out.ids.push_back(id == requests[i].end() || id->is_null() ? nlohmann::json(i) : *id);
   }

@@ -20,11 +20,13 @@ struct GenerateRequest {
 };
 
 // Parses {"requests": [{"id", "prompt" | "prompt_ids", "n", "max_new_tokens", "temperature",
-// "top_p", "top_k", "seed", "stop_token_ids", "length_estimate", "ignore_eos"}, ...]}. Defaults
-// are those of engine::SamplingParams; a text prompt becomes [BOS] + encode(text)
-// (rl::encode_prompt's rule); EOS stops unless "ignore_eos" (for fixed-length benchmarks). Throws
-// InputError with one line naming the request and field.
-GenerateRequest parse_generate_request(std::string_view body, const tokenizer::Tokenizer& tok);
+// "top_p", "top_k", "seed", "stop_token_ids", "length_estimate", "ignore_eos"}, ...]}. Absent
+// temperature/top_p/top_k take `defaults`, other fields those of engine::SamplingParams; a text
+// prompt becomes tokenizer::encode_prompt(text); EOS and defaults.stop_token_ids stop unless
+// "ignore_eos" (for fixed-length benchmarks). Throws InputError with one line naming the request
+// and field.
+GenerateRequest parse_generate_request(std::string_view body, const tokenizer::Tokenizer& tok,
+                                       const RequestDefaults& defaults = {});
 
 // {"id", "sample_index", "prompt_ids", "output_ids", "text", "logprobs", "finish_reason",
 //  "weight_version", "queue_s", "prefill_s", "decode_s"} for one finished sample.

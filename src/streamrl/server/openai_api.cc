@@ -13,21 +13,13 @@ namespace {
 constexpr double kNoLimit = std::numeric_limits<double>::max();
 constexpr int kMaxN = 1 << 16;
 
-std::vector<int32_t> encode_text_prompt(const tokenizer::Tokenizer& tok, const std::string& text) {
-  std::vector<int32_t> ids;
-  if (tok.bos_id() >= 0) ids.push_back(tok.bos_id());
-  auto body = tok.encode(text);
-  ids.insert(ids.end(), body.begin(), body.end());
-  return ids;
-}
-
 // `prompt`: a string, a list of strings, a list of token ids, or a list of lists of token ids.
 std::vector<std::vector<int32_t>> parse_prompts(const nlohmann::json& body,
                                                 const tokenizer::Tokenizer& tok) {
   auto it = body.find("prompt");
   if (it == body.end() || it->is_null()) throw InputError("'prompt' is required");
   const nlohmann::json& p = *it;
-  if (p.is_string()) return {encode_text_prompt(tok, p.get<std::string>())};
+  if (p.is_string()) return {tokenizer::encode_prompt(tok, p.get<std::string>())};
   const char* shapes =
       "'prompt' must be a string, a list of strings, a list of token ids or a list of lists of "
       "token ids";
@@ -36,7 +28,7 @@ std::vector<std::vector<int32_t>> parse_prompts(const nlohmann::json& body,
   if (p[0].is_number_integer()) return {token_ids(p, "prompt")};
   for (const auto& item : p) {
     if (item.is_string()) {
-      prompts.push_back(encode_text_prompt(tok, item.get<std::string>()));
+      prompts.push_back(tokenizer::encode_prompt(tok, item.get<std::string>()));
     } else if (item.is_array()) {
       prompts.push_back(token_ids(item, "prompt"));
     } else {
@@ -88,7 +80,7 @@ void reject_unsupported(const nlohmann::json& body, int n) {
 }  // namespace
 
 CompletionRequest parse_completion_request(std::string_view text, const tokenizer::Tokenizer& tok,
-                                           int max_seq_len) {
+                                           int max_seq_len, const RequestDefaults& defaults) {
   const nlohmann::json body = parse_json_object(text);
   reject_unknown_fields(body,
                         {"model",
@@ -123,10 +115,12 @@ CompletionRequest parse_completion_request(std::string_view text, const tokenize
   reject_unsupported(body, n);
 
   engine::SamplingParams params;
-  params.temperature = static_cast<float>(number_field(body, "temperature", 1.0, 0, kNoLimit));
-  params.top_p = static_cast<float>(number_field(body, "top_p", 1.0, 0, 1));
+  params.temperature =
+      static_cast<float>(number_field(body, "temperature", defaults.temperature, 0, kNoLimit));
+  params.top_p = static_cast<float>(number_field(body, "top_p", defaults.top_p, 0, 1));
   if (params.top_p <= 0) throw InputError("'top_p' must be a number in (0, 1]");
-  params.top_k = static_cast<int>(std::max<int64_t>(0, int_field(body, "top_k", 0, -1, 1 << 30)));
+  params.top_k =
+      static_cast<int>(std::max<int64_t>(0, int_field(body, "top_k", defaults.top_k, -1, 1 << 30)));
   if (body.contains("seed") && !body["seed"].is_null()) {
     if (!body["seed"].is_number_integer()) throw InputError("'seed' must be an integer");
     params.seed = body["seed"].get<uint64_t>();
@@ -134,8 +128,8 @@ CompletionRequest parse_completion_request(std::string_view text, const tokenize
   if (body.contains("stop_token_ids") && !body["stop_token_ids"].is_null()) {
     params.stop_token_ids = token_ids(body["stop_token_ids"], "stop_token_ids");
   }
-  if (tok.eos_id() >= 0 && !bool_field(body, "ignore_eos", false)) {
-    params.stop_token_ids.push_back(tok.eos_id());
+  if (!bool_field(body, "ignore_eos", false)) {
+    add_stop_ids(&params.stop_token_ids, defaults.stop_token_ids, tok.eos_id());
   }
   r.stop = parse_stop(body);
   r.logprobs = static_cast<int>(int_field(body, "logprobs", -1, 0, 20));

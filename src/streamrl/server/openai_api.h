@@ -31,12 +31,12 @@ struct CompletionRequest {
   bool include_usage = false;  // stream_options.include_usage: a last chunk with usage
 };
 
-// Parses a request body. A text prompt becomes [BOS] (when the tokenizer has one) + encode(text),
-// the rule the trainer uses (rl::encode_prompt); a prompt of token ids is used as given. EOS stops
-// unless `ignore_eos`. `max_tokens` defaults to 16 as in OpenAI; null means "up to max_seq_len".
-// Throws InputError with one line naming the bad field.
+// Parses a request body. A text prompt becomes tokenizer::encode_prompt(text), the rule the trainer
+// uses; a prompt of token ids is used as given. Absent temperature/top_p/top_k take `defaults`;
+// EOS and defaults.stop_token_ids stop unless `ignore_eos`. `max_tokens` defaults to 16 as in
+// OpenAI; null means "up to max_seq_len". Throws InputError with one line naming the bad field.
 CompletionRequest parse_completion_request(std::string_view body, const tokenizer::Tokenizer& tok,
-                                           int max_seq_len);
+                                           int max_seq_len, const RequestDefaults& defaults = {});
 
 // Identity shared by every response and chunk of one request.
 struct CompletionMeta {

@@ -20,7 +20,33 @@ std::string parse_reason(const json::parse_error& e) {
   return tag_end == std::string::npos ? what : what.substr(tag_end + 2);
 }
 
-Problem parse_record(std::string_view line, const Verifier& verifier, const std::string& where) {
+// "messages" of a chat record: the conversation the policy answers, and a final assistant turn,
+// when there is one, as the demonstration.
+void parse_chat(const json& record, const std::string& at, Problem* p) {
+  const std::string where = at + ": ";
+  std::vector<tokenizer::ChatMessage> messages = tokenizer::parse_messages(record["messages"], at);
+  if (!messages.empty() && messages.back().role == "assistant") {
+    if (record.contains("demonstration")) {
+      throw InputError(where +
+                       "give the demonstration either as a final assistant message or as "
+                       "\"demonstration\", not both");
+    }
+    p->demonstration = std::move(messages.back().content);
+    messages.pop_back();
+  }
+  if (messages.empty() || messages.back().role != "user") {
+    throw InputError(where +
+                     "\"messages\" must end with a user message (optionally followed by the "
+                     "assistant's answer)");
+  }
+  json conversation = json::array();
+  for (const auto& m : messages) conversation.push_back({{"role", m.role}, {"content", m.content}});
+  p->prompt = conversation.dump();
+  p->messages = std::move(messages);
+}
+
+Problem parse_record(std::string_view line, const Verifier& verifier, const std::string& at) {
+  const std::string where = at + ": ";
   json record;
   try {
     record = json::parse(line);
@@ -28,17 +54,22 @@ Problem parse_record(std::string_view line, const Verifier& verifier, const std:
     throw InputError(where + "invalid JSON: " + parse_reason(e));
   }
   if (!record.is_object()) throw InputError(where + "expected a JSON object");
-  if (record.contains("messages")) {
-    throw InputError(where +
-                     "chat-format \"messages\" records are not supported yet; give \"prompt\" and "
-                     "\"answer\" fields");
-  }
 
   Problem p;
-  if (!record.contains("prompt")) throw InputError(where + "missing field \"prompt\"");
-  if (!record["prompt"].is_string()) throw InputError(where + "\"prompt\" must be a string");
-  p.prompt = record["prompt"].get<std::string>();
-  if (p.prompt.empty()) throw InputError(where + "\"prompt\" is empty");
+  p.source = at;
+  if (record.contains("messages")) {
+    if (record.contains("prompt")) {
+      throw InputError(where + "give either \"prompt\" or \"messages\", not both");
+    }
+    parse_chat(record, at, &p);
+  } else {
+    if (!record.contains("prompt")) {
+      throw InputError(where + "missing field \"prompt\" (or chat \"messages\")");
+    }
+    if (!record["prompt"].is_string()) throw InputError(where + "\"prompt\" must be a string");
+    p.prompt = record["prompt"].get<std::string>();
+    if (p.prompt.empty()) throw InputError(where + "\"prompt\" is empty");
+  }
 
   if (!record.contains("answer")) throw InputError(where + "missing field \"answer\"");
   const json& answer = record["answer"];
@@ -81,8 +112,7 @@ std::vector<Problem> load_jsonl(const std::filesystem::path& path, const Verifie
     std::string_view line = rest.substr(0, end);
     rest.remove_prefix(end == std::string_view::npos ? rest.size() : end + 1);
     if (is_blank(line)) continue;
-    const std::string where = path.string() + ":" + std::to_string(line_number) + ": ";
-    Problem p = parse_record(line, verifier, where);
+    Problem p = parse_record(line, verifier, path.string() + ":" + std::to_string(line_number));
     p.seed = problems.size();
     problems.push_back(std::move(p));
   }
@@ -103,6 +133,13 @@ std::string JsonlTask::description() const {
 }
 
 Problem JsonlTask::generate(uint64_t seed) const { return problems_[seed % problems_.size()]; }
+
+const Problem* JsonlTask::first_chat_problem() const {
+  for (const Problem& p : problems_) {
+    if (!p.messages.empty()) return &p;
+  }
+  return nullptr;
+}
 
 double JsonlTask::verify(const Problem& problem, std::string_view completion) const {
   return verifier_->score(problem.reference, completion);

@@ -1,6 +1,7 @@
-// User datasets as JSONL (DESIGN.md §5): one {"prompt": ..., "answer": ...} object per line,
-// scored by a named verifier (verifiers.h). The whole file is loaded and checked up front, so a bad
-// line stops a run before training starts, not hours into it.
+// User datasets as JSONL (DESIGN.md §5): one {"prompt": ..., "answer": ...} or chat
+// {"messages": [...], "answer": ...} object per line, scored by a named verifier (verifiers.h). The
+// whole file is loaded and checked up front, so a bad line stops a run before training starts, not
+// hours into it.
 #pragma once
 
 #include <cstddef>
@@ -17,8 +18,11 @@ namespace streamrl::tasks {
 // The records of `path`, one Problem per non-blank line, in file order; Problem::seed is the
 // record's index. Fields: "prompt" (non-empty string) and "answer" (string or number) are
 // required; "demonstration" (string, the SFT target) and "difficulty" (integer >= 0) are used when
-// present; other fields are ignored, except "messages", which is refused because chat-format
-// records are not supported yet. Every answer must be usable by `verifier`.
+// present; other fields are ignored. Every answer must be usable by `verifier`.
+// A chat record gives "messages" (OpenAI-style [{"role", "content"}], roles system/user/assistant)
+// in place of "prompt": the conversation must end with a user message, optionally followed by one
+// assistant message, which is then the demonstration. Such a Problem keeps the messages (see
+// Problem::prompt); Problem::source is "PATH:LINE" for every record.
 // Throws InputError "PATH:LINE: reason" for a malformed line, "PATH: ..." for a missing or empty
 // file.
 std::vector<Problem> load_jsonl(const std::filesystem::path& path, const Verifier& verifier);
@@ -36,6 +40,9 @@ class JsonlTask final : public Task {
   double verify(const Problem& problem, std::string_view completion) const override;
 
   size_t size() const { return problems_.size(); }
+  // The first chat record, or null when every record is a plain prompt: the record a missing chat
+  // template would fail on, checked before a run starts.
+  const Problem* first_chat_problem() const;
   // REQUIRES index < size().
   const Problem& problem(size_t index) const { return problems_[index]; }
 

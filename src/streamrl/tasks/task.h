@@ -8,10 +8,16 @@
 #include <string_view>
 #include <vector>
 
+#include "streamrl/tokenizer/chat_template.h"
+
 namespace streamrl::tasks {
 
 struct Problem {
-  std::string prompt;     // what the policy sees; ends exactly where the completion starts
+  // What the policy sees; ends exactly where the completion starts. For a chat problem (messages
+  // non-empty) it is the conversation as JSON instead: its identity for the train/eval split and
+  // for display, while the policy sees the messages rendered by the checkpoint's chat template
+  // (rl::PromptEncoder).
+  std::string prompt;
   std::string reference;  // the final answer the verifier compares against
   // A step-by-step completion: scratchpad, then the final answer in the format the verifier
   // expects. No EOS. Empty when the source has none (a JSONL record without "demonstration").
@@ -19,6 +25,10 @@ struct Problem {
   int difficulty = 0;    // bucket for accuracy-by-difficulty, 0 = easiest; built-ins use 0..4
   int visible_size = 0;  // the part of the difficulty readable from the prompt; 0 when unknown
   uint64_t seed = 0;     // generate(seed) gives this problem back
+  std::string source;    // "PATH:LINE" of a dataset record, for error messages; "" for built-ins
+  // A chat problem's conversation up to the turn the policy answers (ends with a user message);
+  // empty for a plain-text prompt.
+  std::vector<tokenizer::ChatMessage> messages;
 };
 
 // Abstract, stateless and thread-safe: every method may be called from any thread at once.

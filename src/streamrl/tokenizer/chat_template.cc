@@ -96,6 +96,10 @@ std::string render_chat(const ChatTemplate& chat_template, const std::vector<Cha
   return out;
 }
 
+const char* end_of_turn_token(ChatFormat format) {
+  return format == ChatFormat::kChatMl ? "<|im_end|>" : "<|eot_id|>";
+}
+
 std::string render_chat(ChatFormat format, const std::vector<ChatMessage>& messages,
                         bool add_generation_prompt) {
   return render_chat(ChatTemplate{format, ""}, messages, add_generation_prompt);

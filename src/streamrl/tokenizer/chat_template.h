@@ -61,6 +61,10 @@ ChatFormat select_chat_format(const std::filesystem::path& checkpoint_dir);
 std::string render_chat(const ChatTemplate& chat_template, const std::vector<ChatMessage>& messages,
                         bool add_generation_prompt);
 
+// The special token that ends a turn and stops generation: "<|im_end|>" (ChatML) or "<|eot_id|>"
+// (Llama-3). An assistant turn rendered for training ends with it.
+const char* end_of_turn_token(ChatFormat format);
+
 // render_chat without a default system message.
 std::string render_chat(ChatFormat format, const std::vector<ChatMessage>& messages,
                         bool add_generation_prompt);

@@ -8,6 +8,17 @@
 
 namespace streamrl::tokenizer {
 
+std::vector<int32_t> encode_prompt(const Tokenizer& tok, std::string_view text) {
+  std::vector<int32_t> body = tok.encode(text);
+  const int32_t bos = tok.bos_id();
+  if (bos < 0 || (!body.empty() && body.front() == bos)) return body;
+  std::vector<int32_t> ids;
+  ids.reserve(body.size() + 1);
+  ids.push_back(bos);
+  ids.insert(ids.end(), body.begin(), body.end());
+  return ids;
+}
+
 std::unique_ptr<Tokenizer> load_tokenizer(const std::filesystem::path& path) {
   namespace fs = std::filesystem;
   fs::path file = path;

@@ -44,6 +44,12 @@ class Tokenizer {
   virtual std::string to_json() const = 0;
 };
 
+// The token ids of a plain-text prompt, the one rule shared by the trainer, evaluation and the
+// server: [BOS] (when the tokenizer has one) followed by encode(text). A text that already begins
+// with the BOS token (e.g. "<|begin_of_text|>" written out, or a rendered Llama-3 chat prompt)
+// gets no second one.
+std::vector<int32_t> encode_prompt(const Tokenizer& tok, std::string_view text);
+
 // Loads a byte-level BPE tokenizer.json. `path` is the file itself or a directory holding
 // tokenizer.json and, optionally, tokenizer_config.json (bos/eos/pad tokens, add_bos_token,
 // add_eos_token). Throws InputError naming the file when it is missing, malformed or uses an
