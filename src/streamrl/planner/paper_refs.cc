@@ -24,6 +24,15 @@ std::optional<Fig8Row> find_fig8(const std::string& model, int devices, int max_
   return std::nullopt;
 }
 
+std::optional<Fig9Row> find_fig9(const std::string& model) {
+  static const std::vector<Fig9Row> kRows = {
+      {"qwen2.5-7b", 1.11, 1.23}, {"qwen2.5-32b", 1.22, 1.49}, {"qwen2.5-72b", 1.27, 1.45}};
+  for (const auto& r : kRows) {
+    if (r.model == model) return r;
+  }
+  return std::nullopt;
+}
+
 std::optional<Fig10Row> find_fig10(const std::string& model, int devices) {
   static const std::vector<Fig10Row> kRows = {
       {"qwen2.5-32b", 64, 40, 24, 1.25},

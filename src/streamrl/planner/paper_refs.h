@@ -18,6 +18,14 @@ struct Fig8Row {
 const std::vector<Fig8Row>& paper_fig8();
 std::optional<Fig8Row> find_fig8(const std::string& model, int devices, int max_output);
 
+// Fig. 9 (20K dataset): generation time speed-up over Random-FIFO of skew-aware scheduling with
+// the ranker and with oracle lengths.
+struct Fig9Row {
+  std::string model;
+  double ranker_speedup, oracle_speedup;
+};
+std::optional<Fig9Row> find_fig9(const std::string& model);
+
 // Fig. 10 (20K dataset): the paper's allocation and its speed-up over an even split.
 struct Fig10Row {
   std::string model;

@@ -49,12 +49,20 @@ class Scenario {
                             c_.batch.prompt_mean + mean_output_ / 2);
   }
 
-  // P_gen: mean emulated generation time of the batches.
-  double p_gen(const Accelerator& acc, int devices, Dispatch d) const {
+  // P_gen: mean emulated generation time of the batches (`oracle`: estimates = true lengths).
+  double p_gen(const Accelerator& acc, int devices, Dispatch d, bool oracle = false) const {
     const auto inst = instances(acc, devices);
     double t = 0;
     for (size_t k = 0; k < batches_.size(); ++k) {
-      t += simulate_generation(inst, batches_[k], d, 0, c_.long_tail_fraction, c_.seed + k).end;
+      Batch b = batches_[k];
+      if (oracle) {
+        for (int g = 0; g < b.groups(); ++g) {
+          double sum = 0;
+          for (int i = 0; i < b.group_size; ++i) sum += b.output_tokens[g * b.group_size + i];
+          b.estimate[g] = sum / b.group_size;
+        }
+      }
+      t += simulate_generation(inst, b, d, 0, c_.long_tail_fraction, c_.seed + k).end;
     }
     return t / batches_.size();
   }
@@ -153,6 +161,22 @@ json plan_scenario(const PlanConfig& c, int max_output, bool first) {
                          {"stream_over_colocate", p->sync / p->colocation},
                          {"async_over_colocate", p->async / p->colocation},
                          {"async_over_stream", p->async / p->sync}};
+  }
+  // Fig. 9: generation time on the SGS's devices, Random-FIFO against skew-aware dispatch with the
+  // ranker's estimates and with the true lengths.
+  {
+    const double random = s.p_gen(acc, alloc.gen, Dispatch::kRandom);
+    const double ranker = s.p_gen(acc, alloc.gen, Dispatch::kSkewAware);
+    const double oracle = s.p_gen(acc, alloc.gen, Dispatch::kSkewAware, /*oracle=*/true);
+    out["dispatch"] = {{"random_fifo_s", random},
+                       {"skew_aware_s", ranker},
+                       {"skew_aware_oracle_s", oracle},
+                       {"ranker_speedup", random / ranker},
+                       {"oracle_speedup", random / oracle}};
+    if (auto p = find_fig9(c.shape.name); p && max_output == 20000) {
+      out["paper_fig9"] = {{"ranker_speedup", p->ranker_speedup},
+                           {"oracle_speedup", p->oracle_speedup}};
+    }
   }
   // Fig. 10: Algorithm 1 against an even split of the same devices.
   const int half = c.devices / 2 / gen_unit * gen_unit;
@@ -411,6 +435,14 @@ std::string format_plan(const nlohmann::json& p) {
         add("  %-22s ours %.2f\n", k, sc["ratios"][k].get<double>());
       }
     }
+    const auto& d = sc["dispatch"];
+    add("  generation vs Random-FIFO: skew-aware %.2fx, with oracle lengths %.2fx",
+        d["ranker_speedup"].get<double>(), d["oracle_speedup"].get<double>());
+    if (sc.contains("paper_fig9")) {
+      add("  paper: %.2fx, %.2fx", sc["paper_fig9"]["ranker_speedup"].get<double>(),
+          sc["paper_fig9"]["oracle_speedup"].get<double>());
+    }
+    s += "\n";
     if (sc.contains("even_split")) {
       add("  Algorithm 1 over even split (%d/%d): %.2fx", sc["even_split"]["gen"].get<int>(),
           sc["even_split"]["train"].get<int>(), sc["allocation_speedup_over_even"].get<double>());
@@ -453,9 +485,12 @@ std::string format_plan(const nlohmann::json& p) {
           r["single"]["allocation"]["train"].get<int>(), r["single"]["samples_per_s"].get<double>(),
           r["single"]["per_cost"].get<double>(), r["cost_effectiveness_ratio"].get<double>(),
           r["cost_effectiveness_ratio_full_budget"].get<double>());
-      if (r.contains("paper_fig12_ratio"))
+      if (r.contains("paper_fig12_ratio")) {
         add("  paper %.2f", r["paper_fig12_ratio"].get<double>());
-      s += "\n";
+      }
+      add("\n    weight transfer over the link %.1f s = %.1f%% of an iteration\n",
+          r["cross"]["weight_transfer_s"].get<double>(),
+          100 * r["cross"]["weight_transfer_fraction"].get<double>());
     }
   }
   return s;
