@@ -3,6 +3,7 @@
 #include "emulator_bench.h"
 #include "engine_throughput.h"
 #include "model_speed.h"
+#include "skew_bench.h"
 #include "tokenizer_speed.h"
 
 namespace streamrl::bench {
@@ -15,6 +16,8 @@ const std::vector<Benchmark>& all_benchmarks() {
        run_engine_throughput},
       {"model_speed", "training fwd+bwd and decode tokens/s of the tiny model vs the GEMM roofline",
        run_model_speed},
+      {"skew", "SGS dispatch: Random-FIFO vs skew-aware (ranker, oracle) on 2 instances, recall",
+       run_skew_bench},
       {"tokenizer", "tokenizer.json encode/decode MB/s on a trained 2k-merge byte-level BPE",
        run_tokenizer_speed},
   };

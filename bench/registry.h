@@ -13,6 +13,7 @@ namespace streamrl::bench {
 struct BenchOptions {
   bool quick = false;  // a smaller workload, for smoke tests
   int threads = 0;     // 0 = all available cores
+  std::string ckpt;    // policy checkpoint for benchmarks that need one ("" = their default)
 };
 
 struct Benchmark {

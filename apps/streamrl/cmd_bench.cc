@@ -18,6 +18,7 @@ void add_bench(CLI::App& root, CommandList& out) {
   app->add_flag("--json", *json, "Make the last line printed one JSON object");
   app->add_flag("--quick", opts->quick, "Smaller workload (smoke test)");
   app->add_option("--threads", opts->threads, "Threads (default: all cores)");
+  app->add_option("--ckpt", opts->ckpt, "Policy checkpoint (benchmarks that need one)");
   out.push_back({app, [name, json, opts] {
                    for (const auto& b : bench::all_benchmarks()) {
                      if (b.name != *name) continue;
