@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include "streamrl/core/config.h"
 #include "streamrl/core/errors.h"
 #include "streamrl/planner/plan.h"
@@ -108,6 +110,32 @@ heterogeneous: {gen_devices: 8, train_devices: 8, baseline_devices: 16}
   core::Config typo = core::Config::from_string("model: qwen2.5-7b\ndevice: 8");
   PlanConfig::from_config(typo);
   EXPECT_THROW(typo.check_all_used(), InputError);
+}
+
+TEST(Plan, MeasuredCoresOfThisMachine) {
+  // One core decodes 4 sequences in 10 ms, 16 in 20 ms; the trainer does 2000 tokens/s per core.
+  const nlohmann::json profile = {{"ptl",
+                                   {{{"batch_size", 4}, {"context", 16}, {"step_seconds", 0.01}},
+                                    {{"batch_size", 16}, {"context", 16}, {"step_seconds", 0.02}}}},
+                                  {"prefill_tokens_per_s", 10000}};
+  const std::string path = testing::TempDir() + "/planner_profile.json";
+  std::ofstream(path) << profile.dump();
+  core::Config cfg = core::Config::from_string(
+      "model: qwen2.5-7b\ndevices: 6\nunit: 1\nmax_output: 100\n"
+      "workload: {prompts: 16, group_size: 4, prompt_mean: 10}\n"
+      "measured: {profile: " +
+      path + ", train_tokens_per_s: 2000, max_batch: 16}\n");
+  PlanConfig pc = PlanConfig::from_config(cfg);
+  cfg.check_all_used();
+  const nlohmann::json p = run_plan(pc);
+  const auto& sc = p["scenarios"][0];
+  EXPECT_EQ(sc["tp"].get<int>(), 1);
+  EXPECT_LE(sc["allocation"]["gen"].get<int>() + sc["allocation"]["train"].get<int>(), 6);
+  EXPECT_GT(sc["modes"]["async"]["samples_per_s_steady"].get<double>(), 0);
+  EXPECT_THROW(PlanConfig::from_config(core::Config::from_string(
+                   "model: qwen2.5-7b\nmeasured: {profile: /nonexistent.json, "
+                   "train_tokens_per_s: 1}\n")),
+               InputError);
 }
 
 nlohmann::json plan_file(const std::string& name) {

@@ -1,6 +1,7 @@
 #include "streamrl/planner/plan.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -31,9 +32,15 @@ class Scenario {
   double mean_output() const { return mean_output_; }
   int max_output() const { return max_output_; }
 
-  int tp(const Accelerator& acc) const { return choose_tp(acc, c_.shape); }
+  int tp(const Accelerator& acc) const {
+    return c_.measured.enabled ? 1 : choose_tp(acc, c_.shape);
+  }
 
   std::vector<InstanceModel> instances(const Accelerator& acc, int devices) const {
+    if (c_.measured.enabled) {
+      return std::vector<InstanceModel>(
+          devices, measured_instance(c_.measured.table, c_.measured.max_batch));
+    }
     const int t = tp(acc);
     if (devices < t) {
       throw InputError(std::to_string(devices) + " " + acc.name + " cannot hold " + c_.shape.name +
@@ -45,6 +52,15 @@ class Scenario {
   }
 
   TrainerModel trainer(const Accelerator& acc, int devices) const {
+    if (c_.measured.enabled) {
+      const auto& m = c_.measured;
+      TrainerModel t;
+      t.devices = devices;
+      t.tokens_per_s = m.train_tokens_per_s * std::pow(devices, m.train_scaling);
+      t.step_overhead_s = m.optimizer_step_s;
+      t.micro_batch_tokens = m.micro_batch_tokens;
+      return t;
+    }
     return roofline_trainer(acc, c_.shape, devices, c_.efficiency, c_.flops_per_param_token,
                             c_.batch.prompt_mean + mean_output_ / 2);
   }
@@ -85,7 +101,8 @@ class Scenario {
     in.dispatch = d;
     in.instances = instances(gen_acc, gen_devices);
     in.trainer = trainer(train_acc, train_devices);
-    in.weight_update_s = weight_transfer_seconds(c_.shape, link_gb_s);
+    in.weight_update_s =
+        weight_transfer_seconds(c_.shape, c_.measured.enabled ? c_.measured.copy_gb_s : link_gb_s);
     in.batches = batches_;
     in.long_tail_fraction = c_.long_tail_fraction;
     in.seed = c_.seed;
@@ -349,6 +366,23 @@ PlanConfig PlanConfig::from_config(const core::Config& cfg) {
   c.streamrl_dispatch = parse_dispatch(sd);
   c.trace_mode = parse_mode(tm);
   if (c.iterations < 2) throw InputError("emulator.iterations must be >= 2 (steady state)");
+  if (cfg.has("measured")) {
+    const auto m = cfg.section("measured");
+    auto& d = c.measured;
+    d.enabled = true;
+    const std::string profile = m.require<std::string>("profile");
+    d.table = PtlTable::from_json(json::parse(core::read_file(profile), nullptr, false));
+    d.train_tokens_per_s = m.require<double>("train_tokens_per_s");
+    m.get("train_scaling", d.train_scaling);
+    m.get("optimizer_step_s", d.optimizer_step_s);
+    m.get("max_batch", d.max_batch);
+    m.get("micro_batch_tokens", d.micro_batch_tokens);
+    m.get("copy_gb_s", d.copy_gb_s);
+    if (!(d.train_tokens_per_s > 0) || d.max_batch < 1 || !(d.copy_gb_s > 0)) {
+      throw InputError("measured: train_tokens_per_s, max_batch and copy_gb_s must be positive");
+    }
+    c.accelerator.name = "core (measured)";
+  }
   if (cfg.has("elastic")) {
     const auto s = cfg.section("elastic");
     c.elastic.enabled = true;
@@ -359,6 +393,7 @@ PlanConfig PlanConfig::from_config(const core::Config& cfg) {
     s.get("min_gain_fraction", c.elastic.min_gain_fraction);
   }
   if (cfg.has("heterogeneous")) {
+    if (c.measured.enabled) throw InputError("heterogeneous plans need catalogue accelerators");
     const auto s = cfg.section("heterogeneous");
     auto& h = c.heterogeneous;
     h.enabled = true;
@@ -402,10 +437,11 @@ std::string format_plan(const nlohmann::json& p) {
     std::snprintf(line, sizeof line, fmt, args...);
     s += line;
   };
-  add("%s (%.1fB parameters) on %d x %s, %d prompts x %d\n", p["model"].get<std::string>().c_str(),
-      p["parameters"].get<double>() / 1e9, p["devices"].get<int>(),
-      p["accelerator"].get<std::string>().c_str(), p["workload"]["prompts"].get<int>(),
-      p["workload"]["group_size"].get<int>());
+  const double params = p["parameters"].get<double>();
+  add("%s (%.1f%s parameters) on %d x %s, %d prompts x %d\n", p["model"].get<std::string>().c_str(),
+      params >= 1e9 ? params / 1e9 : params / 1e6, params >= 1e9 ? "B" : "M",
+      p["devices"].get<int>(), p["accelerator"].get<std::string>().c_str(),
+      p["workload"]["prompts"].get<int>(), p["workload"]["group_size"].get<int>());
   for (const auto& sc : p["scenarios"]) {
     const auto& a = sc["allocation"];
     add("\nmax output %d (mean %.0f, TP %d, ranker recall@20%% %.2f): Algorithm 1 split %d gen / "

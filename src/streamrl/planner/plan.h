@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "streamrl/planner/cost_model.h"
 #include "streamrl/planner/emulator.h"
 #include "streamrl/planner/hardware.h"
 #include "streamrl/planner/model_shape.h"
@@ -36,6 +37,21 @@ struct PlanConfig {
   Dispatch streamrl_dispatch = Dispatch::kSkewAware;  // stream, async
   std::string trace_path;          // `emulator.trace`: Chrome trace of the first scenario
   Mode trace_mode = Mode::kAsync;  // `emulator.trace_mode`
+
+  // `measured`: this machine instead of the catalogue, devices are cores. Each SGS instance is one
+  // core with the PTL(BS) table of `streamrl profile --threads 1 --out FILE` (`measured.profile`);
+  // the trainer runs `measured.train_tokens_per_s` per core (e.g. the `bench emulator` input)
+  // times cores^(`train_scaling` - 1): 1 = linear.
+  struct Measured {
+    bool enabled = false;
+    PtlTable table;
+    double train_tokens_per_s = 0;
+    double train_scaling = 1.0;
+    double optimizer_step_s = 0;
+    int max_batch = 128;
+    int64_t micro_batch_tokens = 8192;
+    double copy_gb_s = 5;  // in-process weight copy
+  } measured;
 
   struct Elastic {
     bool enabled = false;
