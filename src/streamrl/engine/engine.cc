@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <utility>
 
 #include "streamrl/core/errors.h"
 #include "streamrl/engine/sampler.h"
@@ -120,6 +121,11 @@ void Engine::update_weights(int64_t version, std::map<std::string, torch::Tensor
   work_cv_.notify_all();
 }
 
+void Engine::set_weight_version(int64_t version) {
+  std::lock_guard<std::mutex> lock(mu_);
+  pending_version_ = version;
+}
+
 bool Engine::wait_for_work(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mu_);
   return work_cv_.wait_for(lock, timeout, [&] {
@@ -149,6 +155,7 @@ void Engine::apply_pending() {
     inbox.swap(inbox_);
     aborts.swap(aborts_);
     weights.swap(pending_weights_);
+    if (pending_version_) weight_version_ = *std::exchange(pending_version_, std::nullopt);
   }
   for (auto& r : inbox) waiting_.push_back(std::move(r));
   for (int64_t id : aborts) {
@@ -314,7 +321,16 @@ bool Engine::step() {
     stats_.weight_version = weight_version_;
     return false;
   }
-  forward_and_sample(admit());
+  const auto span_begin = std::chrono::steady_clock::now();
+  const size_t first_new = admit();
+  const size_t admitted = running_.size() - first_new;
+  const size_t batch = running_.size();
+  forward_and_sample(first_new);
+  if (config_.trace) {
+    config_.trace->span(config_.trace_track, admitted > 0 ? "prefill+decode" : "decode", span_begin,
+                        std::chrono::steady_clock::now(),
+                        {{"batch", batch}, {"admitted", admitted}});
+  }
   // Finished samples leave at once (stop token or length), in completion order.
   for (size_t i = 0; i < running_.size();) {
     const Running& r = *running_[i];

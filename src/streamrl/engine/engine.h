@@ -22,6 +22,7 @@
 #include "streamrl/engine/sample.h"
 #include "streamrl/model/kv_cache.h"
 #include "streamrl/model/transformer.h"
+#include "streamrl/telemetry/trace.h"
 
 namespace streamrl::engine {
 
@@ -39,7 +40,9 @@ struct EngineConfig {
   int64_t kv_token_budget = 0;  // tokens reserved (prompt + max_new_tokens) over running samples;
                                 // 0 = max_batch_size * max_seq_len (slots are the only limit)
   AdmissionPolicy admission = AdmissionPolicy::kFifo;
-  bool prefix_sharing = true;  // prefill a prompt once for its n samples
+  bool prefix_sharing = true;         // prefill a prompt once for its n samples
+  telemetry::Trace* trace = nullptr;  // when set, every step is a span on `trace_track`
+  int trace_track = 0;
 };
 
 using SampleCallback = std::function<void(Sample&&)>;
@@ -83,6 +86,10 @@ class Engine {
   // carry `version`. Throws InputError at once if names or shapes do not match the model.
   void update_weights(int64_t version, std::map<std::string, torch::Tensor> weights);
 
+  // For an engine whose module another component updates in place (a colocated trainer): samples
+  // started from the next step on carry `version`. Any thread.
+  void set_weight_version(int64_t version);
+
   // One iteration: apply pending weights/aborts, admit, prefill, decode one token, emit finished
   // samples. Returns false when there was nothing to do.
   bool step();
@@ -123,6 +130,7 @@ class Engine {
   std::vector<std::pair<Request, double>> inbox_;
   std::vector<int64_t> aborts_;
   std::optional<std::pair<int64_t, std::map<std::string, torch::Tensor>>> pending_weights_;
+  std::optional<int64_t> pending_version_;
   EngineStats stats_;
 };
 

@@ -30,7 +30,8 @@ struct Sample {
   std::vector<float> logprobs;  // [output_ids.size()] log-prob of each output token under the
                                 // sampling distribution before top-k/top-p (logits/temperature)
   FinishReason finish_reason = FinishReason::kLength;
-  int64_t weight_version = 0;  // version of the weights that generated every token
+  int64_t weight_version = 0;  // weights when the sample started; weights installed while it
+                               // runs generate its later tokens (their log-probs say so)
   double queue_s = 0;          // seconds waiting before prefill, steady clock
   double prefill_s = 0;        // seconds in prefill
   double decode_s = 0;         // seconds from first decode step to finish

@@ -10,6 +10,8 @@
 namespace streamrl::rl {
 namespace {
 
+using Clock = std::chrono::steady_clock;
+
 // Per-token values of the output tokens placed at their positions in a right-padded batch.
 torch::Tensor place(const std::vector<const ScoredSample*>& rows, int64_t T,
                     const std::vector<float>& (*field)(const ScoredSample&)) {
@@ -26,10 +28,13 @@ torch::Tensor place(const std::vector<const ScoredSample*>& rows, int64_t T,
 const std::vector<float>& beh_field(const ScoredSample& s) { return s.sample.logprobs; }
 const std::vector<float>& ref_field(const ScoredSample& s) { return s.ref_logprobs; }
 
-struct MicroBatch {
-  std::vector<const ScoredSample*> rows;
-  SequenceBatch seq;
-};
+int64_t total_tokens(const ScoredSample& s) {
+  return static_cast<int64_t>(s.sample.prompt_ids.size() + s.sample.output_ids.size());
+}
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
 
 }  // namespace
 
@@ -43,81 +48,127 @@ std::vector<float> reference_logprobs(model::CausalLM& ref, const engine::Sample
   return std::vector<float>(tail.data_ptr<float>(), tail.data_ptr<float>() + tail.numel());
 }
 
-UpdateResult policy_update(model::CausalLM& model, torch::optim::Optimizer& optimizer,
-                           const std::vector<ScoredSample>& samples, const RlLossConfig& loss,
-                           const UpdateConfig& config, double lr, double grad_clip) {
-  auto t0 = std::chrono::steady_clock::now();
-  UpdateResult r;
-  r.lr = lr;
-  // 1. Micro-batches by token budget, and the global denominator over all of them (before any
-  // backward, rl_algorithms.md §4 rule 1).
+PolicyStep::PolicyStep(model::CausalLM& model, torch::optim::Optimizer& optimizer,
+                       const RlLossConfig& loss, const UpdateConfig& config)
+    : model_(model), optimizer_(optimizer), loss_(loss), config_(config) {
+  optimizer_.zero_grad();
+}
+
+void PolicyStep::add(std::vector<ScoredSample> samples, bool eager) {
+  for (auto& s : samples) {
+    buffered_tokens_ += total_tokens(s);
+    buffer_.push_back(std::move(s));
+  }
+  if (eager && buffered_tokens_ >= config_.micro_batch_tokens) run_buffered();
+}
+
+void PolicyStep::flush() { run_buffered(); }
+
+void PolicyStep::run_buffered() {
+  if (buffer_.empty()) return;
   std::vector<int64_t> lengths;
-  for (const auto& s : samples) {
-    lengths.push_back(
-        static_cast<int64_t>(s.sample.prompt_ids.size() + s.sample.output_ids.size()));
+  for (const auto& s : buffer_) lengths.push_back(total_tokens(s));
+  for (const auto& idx : pack_by_token_budget(lengths, config_.micro_batch_tokens)) {
+    std::vector<const ScoredSample*> rows;
+    for (size_t i : idx) rows.push_back(&buffer_[i]);
+    run_micro_batch(rows);
   }
-  std::vector<MicroBatch> micro;
-  std::vector<torch::Tensor> masks;
-  for (const auto& idx : pack_by_token_budget(lengths, config.micro_batch_tokens)) {
-    MicroBatch mb;
-    std::vector<std::vector<int32_t>> prompts, outputs;
-    for (size_t i : idx) {
-      mb.rows.push_back(&samples[i]);
-      prompts.push_back(samples[i].sample.prompt_ids);
-      outputs.push_back(samples[i].sample.output_ids);
-    }
-    mb.seq = make_sequence_batch(prompts, outputs);
-    masks.push_back(mb.seq.completion);
-    r.tokens += mb.seq.num_completion_tokens;
-    micro.push_back(std::move(mb));
-  }
-  LossDenominator denom = global_denominator(masks, loss.loss_agg_t_const);
+  buffer_.clear();
+  buffered_tokens_ = 0;
+}
 
-  // 2. Forward/backward per micro-batch; gradients accumulate by summation.
-  set_lr(optimizer, lr);
-  optimizer.zero_grad();
-  const bool need_entropy = true;  // always logged (DESIGN.md §8)
-  for (auto& mb : micro) {
-    const int64_t T = mb.seq.tokens.size(1);
-    std::vector<float> adv;
-    for (const auto* s : mb.rows) adv.push_back(static_cast<float>(s->advantage));
-    PolicyLossInputs in;
-    in.mask = mb.seq.completion;
-    in.advantages = torch::tensor(adv);
-    in.beh_logp = place(mb.rows, T, beh_field);
-    if (!mb.rows.front()->ref_logprobs.empty() && loss.kl.placement == KlPlacement::kLoss) {
-      in.ref_logp = place(mb.rows, T, ref_field);
-    }
-    if (config.recompute_old_logprobs) {
-      torch::NoGradGuard no_grad;
-      in.old_logp = model->score(mb.seq.tokens, mb.seq.valid).logprobs;
-    } else {
-      in.old_logp = in.beh_logp;
-    }
-    model::ScoreOptions opt;
-    opt.return_entropy = need_entropy;
-    model::ScoreOutput out = model->score(mb.seq.tokens, mb.seq.valid, opt);
-    in.logp = out.logprobs;
-    in.entropy = loss.entropy_coef > 0 ? out.entropy : out.entropy.detach();
-    PolicyLossOutput lo = compute_policy_loss(in, loss, denom);
-    if (!std::isfinite(lo.metrics.loss)) {
-      optimizer.zero_grad();
-      throw RuntimeFailure("policy loss is not finite (" + std::to_string(lo.metrics.loss) + ")");
-    }
-    lo.loss.backward();
-    r.metrics.merge(lo.metrics);
-    r.micro_batches += 1;
+void PolicyStep::run_micro_batch(const std::vector<const ScoredSample*>& rows) {
+  const auto t0 = Clock::now();
+  telemetry::ScopedSpan span(trace_, trace_track_, "micro-batch");
+  span.args() = {{"samples", rows.size()}};
+  std::vector<std::vector<int32_t>> prompts, outputs;
+  std::vector<float> adv;
+  for (const auto* s : rows) {
+    prompts.push_back(s->sample.prompt_ids);
+    outputs.push_back(s->sample.output_ids);
+    adv.push_back(static_cast<float>(s->advantage));
+    sequences_ += s->sample.output_ids.empty() ? 0 : 1;
   }
+  SequenceBatch seq = make_sequence_batch(prompts, outputs);
+  result_.tokens += seq.num_completion_tokens;
+  const int64_t T = seq.tokens.size(1);
 
-  // 3. Clip and step; a non-finite gradient norm leaves the parameters unchanged.
-  r.grad_norm = clip_grad_norm(*model, grad_clip);
-  if (!std::isfinite(r.grad_norm)) {
-    optimizer.zero_grad();
-    throw RuntimeFailure("gradient norm is not finite (" + std::to_string(r.grad_norm) + ")");
+  PolicyLossInputs in;
+  in.mask = seq.completion;
+  in.advantages = torch::tensor(adv);
+  in.beh_logp = place(rows, T, beh_field);
+  if (!rows.front()->ref_logprobs.empty() && loss_.kl.placement == KlPlacement::kLoss) {
+    in.ref_logp = place(rows, T, ref_field);
   }
-  optimizer.step();
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return r;
+  if (config_.recompute_old_logprobs) {
+    torch::NoGradGuard no_grad;
+    in.old_logp = model_->score(seq.tokens, seq.valid).logprobs;
+  } else {
+    in.old_logp = in.beh_logp;
+  }
+  model::ScoreOptions opt;
+  opt.return_entropy = true;  // always logged (DESIGN.md §8)
+  model::ScoreOutput out = model_->score(seq.tokens, seq.valid, opt);
+  in.logp = out.logprobs;
+  in.entropy = loss_.entropy_coef > 0 ? out.entropy : out.entropy.detach();
+  // Unnormalised: a unit denominator makes each term a plain sum; finish() divides by the count.
+  const LossDenominator unit{1.0, 1.0, loss_.loss_agg_t_const};
+  PolicyLossOutput lo = compute_policy_loss(in, loss_, unit);
+  if (!std::isfinite(lo.metrics.loss)) {
+    optimizer_.zero_grad();
+    throw RuntimeFailure("policy loss is not finite (" + std::to_string(lo.metrics.loss) + ")");
+  }
+  lo.loss.backward();
+  result_.metrics.merge(lo.metrics);
+  result_.micro_batches += 1;
+  result_.seconds += seconds_since(t0);
+}
+
+UpdateResult PolicyStep::finish(double lr, double grad_clip) {
+  flush();
+  const auto t0 = Clock::now();
+  // The global count of rl_algorithms.md §4 (summed over DP ranks once the trainer has several).
+  double count = 0;
+  switch (loss_.loss_agg) {
+    case LossAggMode::kTokenMean:
+      count = static_cast<double>(result_.tokens);
+      break;
+    case LossAggMode::kSeqMeanTokenMean:
+      count = sequences_;
+      break;
+    case LossAggMode::kSeqMeanTokenSumNorm:
+      count = sequences_;  // t_const already divided per micro-batch
+      break;
+  }
+  if (count > 0) {
+    torch::NoGradGuard no_grad;
+    for (auto& p : model_->parameters()) {
+      if (p.grad().defined()) p.mutable_grad().div_(count);
+    }
+    PolicyLossMetrics& m = result_.metrics;
+    m.loss /= count;
+    m.policy_term /= count;
+    m.kl_term /= count;
+    m.entropy_term /= count;
+  }
+  result_.lr = lr;
+  set_lr(optimizer_, lr);
+  result_.grad_norm = clip_grad_norm(*model_, grad_clip);
+  if (!std::isfinite(result_.grad_norm)) {
+    optimizer_.zero_grad();
+    throw RuntimeFailure("gradient norm is not finite (" + std::to_string(result_.grad_norm) + ")");
+  }
+  optimizer_.step();
+  result_.seconds += seconds_since(t0);
+  return result_;
+}
+
+UpdateResult policy_update(model::CausalLM& model, torch::optim::Optimizer& optimizer,
+                           std::vector<ScoredSample> samples, const RlLossConfig& loss,
+                           const UpdateConfig& config, double lr, double grad_clip) {
+  PolicyStep step(model, optimizer, loss, config);
+  step.add(std::move(samples), /*eager=*/false);
+  return step.finish(lr, grad_clip);
 }
 
 }  // namespace streamrl::rl

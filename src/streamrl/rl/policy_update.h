@@ -1,7 +1,7 @@
-// One GRPO/PPO optimizer step over a set of scored samples (DESIGN.md §1, §8): token-budget
-// micro-batches with gradient accumulation, a global loss denominator, gradient clipping. The
-// per-sample work (reward, advantage, reference log-probs) is done before, one sample at a time,
-// so streaming modes can run it as samples arrive.
+// One GRPO/PPO optimizer step over scored samples (DESIGN.md §1, §8): token-budget micro-batches
+// with gradient accumulation, a global loss denominator, gradient clipping. The per-sample work
+// (reward, advantage, reference log-probs) is done before, one sample at a time, so streaming modes
+// can run it as samples arrive and hand finished groups to a PolicyStep while generation goes on.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -11,6 +11,7 @@
 #include "streamrl/model/transformer.h"
 #include "streamrl/rl/optim.h"
 #include "streamrl/rl/policy_loss.h"
+#include "streamrl/telemetry/trace.h"
 
 namespace streamrl::rl {
 
@@ -38,13 +39,55 @@ struct UpdateResult {
   double lr = 0;
   int64_t micro_batches = 0;
   int64_t tokens = 0;
-  double seconds = 0;
+  double seconds = 0;  // forward/backward and optimizer step, excluding waits between add()s
 };
 
-// Runs one optimizer step on `samples` (one update per rollout). Throws RuntimeFailure when the
-// loss or the gradient norm is not finite; parameters are then left unchanged.
+// One optimizer step assembled from samples as they arrive. Each micro-batch's loss is summed
+// unnormalised and backwarded at once; finish() divides the accumulated gradients by the global
+// count (tokens or sequences, rl_algorithms.md §4) before clipping and stepping. The update is
+// therefore the same however the samples were split into micro-batches or when they arrived
+// (DESIGN.md §1: `stream` gives the same update as `disagg`), up to float re-association.
+class PolicyStep {
+ public:
+  // Zeroes the gradients of `model`; both must outlive this object.
+  PolicyStep(model::CausalLM& model, torch::optim::Optimizer& optimizer, const RlLossConfig& loss,
+             const UpdateConfig& config);
+
+  // Buffers samples whose advantages are set. With `eager`, runs forward/backward as soon as a
+  // micro-batch's worth of tokens is buffered (stream modes); otherwise only at flush().
+  void add(std::vector<ScoredSample> samples, bool eager);
+
+  // Runs forward/backward over everything still buffered, packed longest first.
+  void flush();
+
+  // flush(), then scales gradients by 1/count, clips to `grad_clip` and steps. Throws
+  // RuntimeFailure when the loss or gradient norm is not finite; parameters are then unchanged.
+  UpdateResult finish(double lr, double grad_clip);
+
+  int64_t buffered_tokens() const { return buffered_tokens_; }
+
+  // Records each micro-batch as a span on `track` of `trace` (null: none).
+  void set_trace(telemetry::Trace* trace, int track) { trace_ = trace, trace_track_ = track; }
+
+ private:
+  void run_micro_batch(const std::vector<const ScoredSample*>& rows);
+  void run_buffered();
+
+  model::CausalLM& model_;
+  torch::optim::Optimizer& optimizer_;
+  RlLossConfig loss_;
+  UpdateConfig config_;
+  std::vector<ScoredSample> buffer_;
+  int64_t buffered_tokens_ = 0;  // prompt + output tokens in buffer_
+  UpdateResult result_;
+  double sequences_ = 0;  // trained sequences (with at least one output token)
+  telemetry::Trace* trace_ = nullptr;
+  int trace_track_ = 0;
+};
+
+// Runs one optimizer step on `samples` (one update per rollout): PolicyStep over all of them.
 UpdateResult policy_update(model::CausalLM& model, torch::optim::Optimizer& optimizer,
-                           const std::vector<ScoredSample>& samples, const RlLossConfig& loss,
+                           std::vector<ScoredSample> samples, const RlLossConfig& loss,
                            const UpdateConfig& config, double lr, double grad_clip);
 
 // Reference log-probs of one sample's output tokens under `ref` (no grad).

@@ -3,8 +3,10 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <mutex>
 #include <optional>
+#include <utility>
 
 #include "streamrl/core/errors.h"
 #include "streamrl/core/fs.h"
@@ -15,6 +17,7 @@
 #include "streamrl/model/checkpoint.h"
 #include "streamrl/model/safetensors.h"
 #include "streamrl/rl/advantages.h"
+#include "streamrl/rl/rollout_generator.h"
 #include "streamrl/rl/sequences.h"
 #include "streamrl/rl/train_checkpoint.h"
 #include "streamrl/tasks/dataset.h"
@@ -22,6 +25,8 @@
 #include "streamrl/tasks/split.h"
 #include "streamrl/telemetry/metrics_log.h"
 #include "streamrl/telemetry/progress.h"
+#include "streamrl/telemetry/report.h"
+#include "streamrl/telemetry/trace.h"
 
 namespace streamrl::rl {
 namespace fs = std::filesystem;
@@ -53,11 +58,24 @@ RlRunConfig RlRunConfig::from_config(const core::Config& root) {
   core::Config algo = root.section("algo");
   c.adv.read(algo);
   c.loss.read(algo);
+  core::Config resources = root.section("resources");
+  resources.get("generator_threads", c.generator_threads);
+  resources.get("trainer_threads", c.trainer_threads);
+  root.section("async").get("max_staleness", c.max_staleness);
+  rollout.get("sample_timeout_s", c.sample_timeout_s);
+  root.section("telemetry").get("trace", c.trace);
   read_eval(root.section("eval"), &c.eval_every, &c.eval);
   c.checkpoint.read(root.section("checkpoint"));
   root.check_all_used();
-  if (c.mode != "colocate") {
-    throw InputError("mode '" + c.mode + "' is not available yet (available: colocate)");
+  if (c.mode != "colocate" && c.mode != "disagg" && c.mode != "stream" && c.mode != "async") {
+    throw InputError("mode '" + c.mode +
+                     "' is unknown (available: colocate, disagg, stream, async)");
+  }
+  if (c.generator_threads < 1 || c.trainer_threads < 1 || c.max_staleness < 0 ||
+      !(c.sample_timeout_s > 0)) {
+    throw InputError(
+        "resources.generator_threads and resources.trainer_threads must be >= 1, "
+        "async.max_staleness >= 0 and rollout.sample_timeout_s > 0");
   }
   if (c.iterations < 1 || c.prompts_per_iteration < 1 || c.group_size < 1) {
     throw InputError(
@@ -80,24 +98,254 @@ double since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// Everything an iteration produced, for the metrics line.
+// Trace tracks (Perfetto rows).
+constexpr int kTrainerTrack = 1;
+constexpr int kGeneratorTrack = 2;
+
+// One iteration's prompts and what has come back for them so far.
+struct IterationBatch {
+  std::vector<tasks::Problem> problems;
+  std::vector<std::vector<ScoredSample>> groups;  // by prompt index
+  std::vector<int> arrived;                       // samples back per prompt (refused included)
+  std::vector<ScoredSample> ready;                // complete groups not yet given to a step
+  int complete_groups = 0;
+  int64_t refused = 0;  // samples staler than the bound, not trained on
+};
+
+// Everything an iteration measured, for its metrics line.
 struct IterationStats {
   std::vector<double> rewards, scores, lengths;
-  double generate_s = 0, reference_s = 0, train_s = 0, weight_update_s = 0;
+  std::vector<int64_t> versions;
   int64_t generated_tokens = 0;
+  double sample_work_s = 0, reference_s = 0, wait_s = 0, weight_update_s = 0;
+};
+
+// The iteration loop of every mode. Modes differ only in where the generator runs, when
+// per-sample work happens, whether micro-batches run eagerly, and when the next prompts go out.
+class RlLoop {
+ public:
+  RlLoop(const RlRunConfig& c, const tasks::Task& task, const PromptEncoder& prompts,
+         model::CausalLM& policy, std::optional<model::CausalLM>& ref,
+         torch::optim::Optimizer& optimizer, telemetry::Trace* trace)
+      : c_(c),
+        task_(task),
+        prompts_(prompts),
+        policy_(policy),
+        ref_(ref),
+        optimizer_(optimizer),
+        trace_(trace),
+        dedicated_(c.mode != "colocate"),
+        streaming_(c.mode == "stream" || c.mode == "async"),
+        async_(c.mode == "async") {}
+
+  void start(std::unique_ptr<RolloutGenerator> generator, int64_t first_iteration) {
+    gen_ = std::move(generator);
+    if (dedicated_) gen_->update_weights(first_iteration, policy_);
+    submit(first_iteration);
+    if (async_ && first_iteration + 1 < c_.iterations) submit(first_iteration + 1);
+  }
+
+  // Runs iteration `k` (trainer weights version k) to its optimizer step; fills `st` and returns
+  // the step's result. Then sends the new weights and the next prompts as the mode prescribes.
+  UpdateResult run_iteration(int64_t k, IterationStats* st) {
+    const double gen_busy0 = gen_->busy_seconds();
+    PolicyStep step(policy_, optimizer_, c_.loss, c_.update);
+    step.set_trace(trace_, kTrainerTrack);
+    if (!dedicated_) {
+      const auto t0 = Clock::now();
+      gen_->drive_until_idle();
+      gen_seconds_ = since(t0);
+    }
+    IterationBatch& b = batches_.at(k);
+    // Each complete group goes to the step (and the iteration's statistics) once; groups of k
+    // that completed while k-1 was collected (async) go first.
+    auto train_ready = [&](bool eager) {
+      if (b.ready.empty()) return;
+      for (const auto& s : b.ready) record(s, st);
+      step.add(std::exchange(b.ready, {}), eager);
+    };
+    train_ready(streaming_);
+    std::vector<engine::Sample> raw;  // disagg/colocate: per-sample work after the full batch
+    const size_t expected = static_cast<size_t>(c_.prompts_per_iteration) * c_.group_size;
+    size_t received = 0;
+    for (const auto& g : b.arrived) received += g;
+    while (received < expected) {
+      engine::Sample s = next_sample(st);
+      const int64_t j = s.request_id / c_.prompts_per_iteration;
+      if (j == k) ++received;
+      if (!streaming_ && j == k) {
+        raw.push_back(std::move(s));
+        continue;
+      }
+      accept(std::move(s), st);
+      train_ready(/*eager=*/true);
+    }
+    for (auto& s : raw) accept(std::move(s), st);
+    train_ready(streaming_);
+
+    UpdateResult up;
+    try {
+      telemetry::ScopedSpan span(trace_, kTrainerTrack, "optimizer step");
+      up = step.finish(lr_at(c_.optim, k), c_.optim.grad_clip);
+    } catch (const RuntimeFailure& e) {
+      auto last = latest_checkpoint(c_.run.dir());
+      throw RuntimeFailure(
+          std::string(e.what()) + " at iteration " + std::to_string(k) +
+          "; stopped, last good checkpoint: " + (last ? last->dir.string() : std::string("none")));
+    }
+    refused_ = b.refused;
+    batches_.erase(k);
+
+    // New weights, then the next prompts: the engine installs them before admitting those.
+    const int64_t version = k + 1;
+    if (dedicated_) {
+      const auto t0 = Clock::now();
+      telemetry::ScopedSpan span(trace_, kTrainerTrack, "weight transfer");
+      gen_->update_weights(version, policy_);
+      st->weight_update_s = since(t0);
+    }
+    if (!dedicated_) gen_->set_weight_version(version);  // same module, changed in place
+    const int64_t next = async_ ? k + 2 : k + 1;
+    if (next < c_.iterations) submit(next);
+    if (dedicated_) gen_seconds_ = gen_->busy_seconds() - gen_busy0;
+    return up;
+  }
+
+  double generator_seconds() const { return gen_seconds_; }
+  int64_t refused() const { return refused_; }
+
+ private:
+  void submit(int64_t k) {
+    IterationBatch& b = batches_[k];
+    const int P = c_.prompts_per_iteration;
+    b.groups.assign(P, {});
+    b.arrived.assign(P, 0);
+    for (int i = 0; i < P; ++i) {
+      const uint64_t index = static_cast<uint64_t>(k) * P + i;
+      b.problems.push_back(tasks::draw_problem(task_, c_.run.seed, tasks::Split::kTrain, index));
+    }
+    const int max_seq_len = static_cast<int>(policy_->config().max_position_embeddings);
+    for (int i = 0; i < P; ++i) {
+      engine::Request r;
+      r.request_id = k * P + i;
+      r.prompt_ids = prompts_.prompt_ids(b.problems[i]);
+      r.n = c_.group_size;
+      r.params.temperature = c_.temperature;
+      r.params.top_p = c_.top_p;
+      r.params.max_new_tokens =
+          std::min<int>(c_.max_new_tokens, max_seq_len - static_cast<int>(r.prompt_ids.size()));
+      r.params.seed = c_.run.seed * 1000003ull + static_cast<uint64_t>(k);
+      r.params.stop_token_ids = prompts_.stop_ids();
+      gen_->submit(std::move(r));
+    }
+  }
+
+  engine::Sample next_sample(IterationStats* st) {
+    const auto t0 = Clock::now();
+    const auto deadline = t0 + std::chrono::duration<double>(c_.sample_timeout_s);
+    while (true) {
+      if (auto s = gen_->queue().pop(std::chrono::milliseconds(200))) {
+        st->wait_s += since(t0);
+        return std::move(*s);
+      }
+      gen_->check_alive();
+      if (!dedicated_ || Clock::now() > deadline) {
+        throw TimeoutError("no sample from the generator within " +
+                           std::to_string(dedicated_ ? c_.sample_timeout_s : 0.2) +
+                           " s (rollout.sample_timeout_s)");
+      }
+    }
+  }
+
+  // Per-sample work, a function of this one sample: reward, reference log-probs, KL shaping. A
+  // group is complete when all its samples are back; its advantages are then known.
+  // Its time counts towards the trainer's busy time of the iteration in which it runs.
+  void accept(engine::Sample s, IterationStats* st) {
+    const int64_t j = s.request_id / c_.prompts_per_iteration;
+    const int i = static_cast<int>(s.request_id % c_.prompts_per_iteration);
+    IterationBatch& b = batches_.at(j);
+    b.arrived[i] += 1;
+    // Trained at step j with weights j: refuse samples from weights older than j - bound.
+    if (j - s.weight_version > c_.max_staleness) {
+      b.refused += 1;
+    } else {
+      const auto t0 = Clock::now();
+      telemetry::ScopedSpan span(trace_, kTrainerTrack, "sample work");
+      ScoredSample ss;
+      ss.score = task_.verify(b.problems[i], prompts_.tokenizer().decode(s.output_ids));
+      ss.reward = ss.score;
+      ss.difficulty = b.problems[i].difficulty;
+      if (ref_) {
+        const auto r0 = Clock::now();
+        ss.ref_logprobs = reference_logprobs(*ref_, s);
+        st->reference_s += since(r0);
+        if (c_.loss.kl.placement == KlPlacement::kReward) {
+          // KL in the reward (k1, rl_algorithms.md §3.2): the summed log-ratio against the
+          // reference under the generating policy is subtracted from the outcome reward.
+          double k1 = 0;
+          for (size_t t = 0; t < ss.ref_logprobs.size(); ++t) {
+            k1 += s.logprobs[t] - ss.ref_logprobs[t];
+          }
+          ss.reward -= c_.loss.kl.coef * k1;
+        }
+      }
+      st->sample_work_s += since(t0);
+      ss.sample = std::move(s);
+      b.groups[i].push_back(std::move(ss));
+    }
+    if (b.arrived[i] < c_.group_size) return;
+    // Canonical order inside the group, so the step does not depend on completion order.
+    auto& g = b.groups[i];
+    std::sort(g.begin(), g.end(), [](const ScoredSample& x, const ScoredSample& y) {
+      return x.sample.sample_index < y.sample.sample_index;
+    });
+    std::vector<double> rewards;
+    for (const auto& x : g) rewards.push_back(x.reward);
+    std::vector<double> adv =
+        grouped_advantages(rewards, std::vector<int64_t>(rewards.size(), 0), c_.adv);
+    for (size_t n = 0; n < g.size(); ++n) g[n].advantage = adv[n];
+    for (auto& x : g) b.ready.push_back(std::move(x));
+    g.clear();
+    b.complete_groups += 1;
+  }
+
+  void record(const ScoredSample& s, IterationStats* st) {
+    st->rewards.push_back(s.reward);
+    st->scores.push_back(s.score);
+    st->lengths.push_back(static_cast<double>(s.sample.output_ids.size()));
+    st->versions.push_back(s.sample.weight_version);
+    st->generated_tokens += static_cast<int64_t>(s.sample.output_ids.size());
+  }
+
+  const RlRunConfig& c_;
+  const tasks::Task& task_;
+  const PromptEncoder& prompts_;
+  model::CausalLM& policy_;
+  std::optional<model::CausalLM>& ref_;
+  torch::optim::Optimizer& optimizer_;
+  telemetry::Trace* trace_;
+  const bool dedicated_, streaming_, async_;
+  std::unique_ptr<RolloutGenerator> gen_;
+  std::map<int64_t, IterationBatch> batches_;
+  double gen_seconds_ = 0;
+  int64_t refused_ = 0;
 };
 
 }  // namespace
 
 nlohmann::json run_rl(const RlRunConfig& c, const std::string& resolved_config_yaml) {
   auto run_start = Clock::now();
-  core::apply_core_budget(c.run.threads > 0 ? c.run.threads : core::available_cores());
+  const bool dedicated = c.mode != "colocate";
+  core::apply_core_budget(dedicated
+                              ? c.trainer_threads
+                              : (c.run.threads > 0 ? c.run.threads : core::available_cores()));
   const fs::path run_dir = c.run.dir();
 
   // 1. Data, tokenizer, policy, optional frozen reference, optimizer.
   std::unique_ptr<tasks::Task> owned;
   const tasks::Task& task = c.data.load(&owned);
   auto tok = tokenizer::load_tokenizer(c.init_from);
+  const PromptEncoder prompts = PromptEncoder::for_task(*tok, c.init_from, task);
   model::CausalLM policy = model::load_model(c.init_from);
   std::optional<model::CausalLM> ref;
   if (c.loss.kl.coef > 0) ref.emplace(model::load_model(c.init_from));
@@ -116,17 +364,17 @@ nlohmann::json run_rl(const RlRunConfig& c, const std::string& resolved_config_y
   }
   core::write_file_atomic(run_dir / "config.yaml", resolved_config_yaml);
   telemetry::MetricsLog metrics(run_dir / "metrics.jsonl", start_iter);
-
-  // Colocated: the engine runs the policy module itself, so updates are visible to generation
-  // with no weight transfer.
-  engine::EngineConfig ec;
-  ec.max_batch_size = c.max_batch_size;
-  ec.max_seq_len = static_cast<int>(policy->config().max_position_embeddings);
-  engine::Engine engine(policy, ec, start_iter);
+  telemetry::Trace trace_store;
+  telemetry::Trace* trace = c.trace ? &trace_store : nullptr;
+  if (trace) {
+    trace->name_track(kTrainerTrack, "trainer (" + c.mode + ")");
+    trace->name_track(kGeneratorTrack, "SGS instance 0");
+  }
 
   auto evaluate_now = [&]() {
     torch::NoGradGuard no_grad;
-    return evaluate(policy, *tok, task, c.eval);
+    telemetry::ScopedSpan span(trace, kTrainerTrack, "held-out eval");
+    return evaluate(policy, prompts, task, c.eval);
   };
   nlohmann::json before;
   if (start_iter == 0 && c.eval.n > 0) {
@@ -136,112 +384,53 @@ nlohmann::json run_rl(const RlRunConfig& c, const std::string& resolved_config_y
     SLOG(kInfo) << "held-out accuracy before RL: " << e.accuracy;
   }
 
-  // 2. Iterations.
+  // 2. The generator: colocated, the engine runs the trainer's module itself (no weight
+  // transfer); otherwise a private copy on its own thread and cores.
+  engine::EngineConfig ec;
+  ec.max_batch_size = c.max_batch_size;
+  ec.max_seq_len = static_cast<int>(policy->config().max_position_embeddings);
+  ec.trace = trace;
+  ec.trace_track = kGeneratorTrack;
+  RlLoop loop(c, task, prompts, policy, ref, *optimizer, trace);
+  loop.start(dedicated ? RolloutGenerator::dedicated(model::load_model(c.init_from), ec, start_iter,
+                                                     c.generator_threads)
+                       : RolloutGenerator::colocated(policy, ec, start_iter),
+             start_iter);
+
+  // 3. Iterations.
   telemetry::Progress progress("rl " + c.run.name, c.iterations);
   for (int64_t it = start_iter; it < c.iterations; ++it) {
     auto iter_start = Clock::now();
     IterationStats st;
-    // 2a. Generate: every prompt of the iteration with group_size samples.
-    std::vector<tasks::Problem> problems;
-    std::vector<ScoredSample> scored;
-    std::mutex mu;
-    for (int i = 0; i < c.prompts_per_iteration; ++i) {
-      const uint64_t index = static_cast<uint64_t>(it) * c.prompts_per_iteration + i;
-      problems.push_back(tasks::draw_problem(task, c.run.seed, tasks::Split::kTrain, index));
-    }
-    for (int i = 0; i < c.prompts_per_iteration; ++i) {
-      engine::Request r;
-      r.request_id = i;
-      r.prompt_ids = encode_prompt(*tok, problems[i].prompt);
-      r.n = c.group_size;
-      r.params.temperature = c.temperature;
-      r.params.top_p = c.top_p;
-      r.params.max_new_tokens =
-          std::min<int>(c.max_new_tokens, ec.max_seq_len - static_cast<int>(r.prompt_ids.size()));
-      r.params.seed = c.run.seed * 1000003ull + static_cast<uint64_t>(it);
-      if (tok->eos_id() >= 0) r.params.stop_token_ids = {tok->eos_id()};
-      // Per-sample work runs on arrival: the reward is a function of this one sample.
-      r.on_sample = [&, i](engine::Sample&& s) {
-        ScoredSample ss;
-        std::string text = tok->decode(s.output_ids);
-        ss.score = task.verify(problems[i], text);
-        ss.reward = ss.score;
-        ss.difficulty = problems[i].difficulty;
-        ss.sample = std::move(s);
-        std::lock_guard<std::mutex> lock(mu);
-        scored.push_back(std::move(ss));
-      };
-      engine.add_request(std::move(r));
-    }
-    auto gen_start = Clock::now();
-    engine.run_until_idle();
-    st.generate_s = since(gen_start);
-    // Completion order depends on timing-free engine steps, but sort for a canonical batch.
-    std::sort(scored.begin(), scored.end(), [](const auto& a, const auto& b) {
-      return std::make_pair(a.sample.request_id, a.sample.sample_index) <
-             std::make_pair(b.sample.request_id, b.sample.sample_index);
-    });
-
-    // 2b. Reference log-probs (only with a KL term) and group advantages.
-    if (ref) {
-      auto t0 = Clock::now();
-      for (auto& s : scored) s.ref_logprobs = reference_logprobs(*ref, s.sample);
-      st.reference_s = since(t0);
-    }
-    if (ref && c.loss.kl.placement == KlPlacement::kReward) {
-      // KL in the reward (k1, rl_algorithms.md §3.2): the sequence's summed log-ratio against the
-      // reference, under the generating policy, is subtracted from its outcome reward.
-      for (auto& s : scored) {
-        double k1 = 0;
-        for (size_t t = 0; t < s.ref_logprobs.size(); ++t) {
-          k1 += s.sample.logprobs[t] - s.ref_logprobs[t];
-        }
-        s.reward -= c.loss.kl.coef * k1;
-      }
-    }
-    std::vector<double> rewards;
-    std::vector<int64_t> groups;
-    for (const auto& s : scored) {
-      rewards.push_back(s.reward);
-      st.scores.push_back(s.score);
-      groups.push_back(s.sample.request_id);
-      st.lengths.push_back(static_cast<double>(s.sample.output_ids.size()));
-      st.generated_tokens += static_cast<int64_t>(s.sample.output_ids.size());
-    }
-    std::vector<double> adv = grouped_advantages(rewards, groups, c.adv);
-    for (size_t i = 0; i < scored.size(); ++i) scored[i].advantage = adv[i];
-    st.rewards = rewards;
-
-    // 2c. One optimizer step on the whole batch.
-    auto train_start = Clock::now();
-    UpdateResult up;
-    try {
-      up = policy_update(policy, *optimizer, scored, c.loss, c.update, lr_at(c.optim, it),
-                         c.optim.grad_clip);
-    } catch (const RuntimeFailure& e) {
-      auto last = latest_checkpoint(run_dir);
-      throw RuntimeFailure(
-          std::string(e.what()) + " at iteration " + std::to_string(it) +
-          "; stopped, last good checkpoint: " + (last ? last->dir.string() : std::string("none")));
-    }
-    st.train_s = since(train_start);
+    UpdateResult up = loop.run_iteration(it, &st);
     const int64_t done = it + 1;
     const double iter_s = since(iter_start);
+    const double gen_s = loop.generator_seconds();
+    const double trainer_busy = up.seconds + st.sample_work_s + st.weight_update_s;
 
-    // 2d. Metrics.
     double reward_mean = 0, correct = 0;
     for (double r : st.rewards) reward_mean += r;
     for (double sc : st.scores) correct += sc >= 1.0;
     reward_mean /= std::max<size_t>(1, st.rewards.size());
-    tasks::LengthSummary ls = tasks::summarize(st.lengths);
+    // Every sample may have been refused (async with a tight staleness bound).
+    tasks::LengthSummary ls =
+        st.lengths.empty() ? tasks::LengthSummary{} : tasks::summarize(st.lengths);
     double mean_len = 0;
     for (double l : st.lengths) mean_len += l;
     mean_len /= std::max<size_t>(1, st.lengths.size());
+    int64_t min_version = it, max_version = it;
+    if (!st.versions.empty()) {
+      min_version = *std::min_element(st.versions.begin(), st.versions.end());
+      max_version = *std::max_element(st.versions.begin(), st.versions.end());
+    }
     const auto& m = up.metrics;
     nlohmann::json rec = {
         {"step", done},
         {"mode", c.mode},
         {"weight_version", it},
+        {"sample_weight_version", {{"min", min_version}, {"max", max_version}}},
+        {"staleness_max", it - min_version},
+        {"refused_samples", loop.refused()},
         {"reward_mean", reward_mean},
         {"accuracy", correct / std::max<size_t>(1, st.rewards.size())},
         {"response_length",
@@ -254,17 +443,20 @@ nlohmann::json run_rl(const RlRunConfig& c, const std::string& resolved_config_y
         {"grad_norm", up.grad_norm},
         {"lr", up.lr},
         {"samples", st.rewards.size()},
-        {"generated_tokens_per_s", st.generated_tokens / std::max(1e-9, st.generate_s)},
+        {"generated_tokens_per_s", st.generated_tokens / std::max(1e-9, gen_s)},
         {"samples_per_s", st.rewards.size() / std::max(1e-9, iter_s)},
         {"stage_seconds",
-         {{"generate", st.generate_s},
+         {{"generate", gen_s},
+          {"sample_work", st.sample_work_s},
           {"reference", st.reference_s},
           {"train", up.seconds},
           {"weight_update", st.weight_update_s},
+          {"trainer_wait", st.wait_s},
           {"iteration", iter_s}}},
         // Colocated roles time-share the cores: each idles while the other stage runs.
         {"idle_fraction",
-         {{"generator", 1.0 - st.generate_s / iter_s}, {"trainer", 1.0 - st.train_s / iter_s}}},
+         {{"generator", std::max(0.0, 1.0 - gen_s / iter_s)},
+          {"trainer", std::max(0.0, 1.0 - trainer_busy / iter_s)}}},
     };
     if (c.eval_every > 0 && done % c.eval_every == 0 && done < c.iterations && c.eval.n > 0) {
       rec["eval"] = evaluate_now().to_json();
@@ -277,15 +469,17 @@ nlohmann::json run_rl(const RlRunConfig& c, const std::string& resolved_config_y
     if (c.checkpoint.every > 0 && done % c.checkpoint.every == 0 && done < c.iterations) {
       save_training_checkpoint(run_dir, done, policy, tok->to_json(), *optimizer,
                                {{"step", done}, {"kind", "rl"}}, c.checkpoint.keep);
+      if (trace) trace->write(run_dir / "trace.json");
     }
   }
   progress.finish();
 
-  // 3. Final checkpoint and held-out evaluation.
+  // 4. Final checkpoint and held-out evaluation.
   save_training_checkpoint(run_dir, c.iterations, policy, tok->to_json(), *optimizer,
                            {{"step", c.iterations}, {"kind", "rl"}}, c.checkpoint.keep);
   model::save_checkpoint(run_dir / "final", policy, tok->to_json());
   nlohmann::json result = {{"run_dir", run_dir.string()},
+                           {"mode", c.mode},
                            {"checkpoint", (run_dir / "final").string()},
                            {"iterations", c.iterations},
                            {"resumed_from_iteration", start_iter}};
@@ -299,6 +493,11 @@ nlohmann::json run_rl(const RlRunConfig& c, const std::string& resolved_config_y
       result["accuracy_before"] = before["accuracy"];
     }
   }
+  if (trace) {
+    trace->write(run_dir / "trace.json");
+    result["trace"] = (run_dir / "trace.json").string();
+  }
+  result["report"] = telemetry::write_report(run_dir).string();
   result["minutes"] = since(run_start) / 60.0;
   return result;
 }

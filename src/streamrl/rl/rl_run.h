@@ -1,7 +1,12 @@
-// `streamrl train`: GRPO from a warm-started policy on a task's prompts. Mode `colocate` (the
-// verl-like baseline): each iteration generates the whole batch with the continuous-batching
-// engine, then trains on it, on the same cores and the same weights (no transfer). Runs are
-// resumable from their checkpoints with identical metrics afterwards.
+// `streamrl train`: GRPO from a warm-started policy on a task's prompts, in one of the four modes
+// of DESIGN.md §1 on one code path:
+//   colocate  generate the whole batch, then train, on the same cores and module (verl-like);
+//   disagg    generator and trainer on separate cores; the trainer waits for the full batch;
+//   stream    as disagg, but per-sample work runs on arrival and each complete GRPO group joins a
+//             dynamic batch that is forwarded/backwarded as soon as a token budget is buffered;
+//   async     as stream, and generation of iteration k runs with weights k-1 while iteration k-1
+//             trains; samples staler than async.max_staleness are refused.
+// Runs are resumable from their checkpoints (colocate/disagg/stream with identical metrics).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -18,7 +23,7 @@ namespace streamrl::rl {
 
 struct RlRunConfig {
   RunOptions run{.name = "rl"};
-  std::string mode = "colocate";  // only colocate so far
+  std::string mode = "colocate";  // colocate | disagg | stream | async
   std::string init_from;  // policy checkpoint to start from (required), e.g. runs/sft_sum/final
   DataOptions data;
   // rollout
@@ -34,6 +39,12 @@ struct RlRunConfig {
   OptimConfig optim;
   RlLossConfig loss;
   AdvantageOptions adv;
+  // resources of the dedicated modes (colocate uses run.threads for both stages)
+  int generator_threads = 1;
+  int trainer_threads = 1;
+  int max_staleness = 1;          // async: oldest weight version a trained sample may come from
+  double sample_timeout_s = 600;  // longest wait for the next sample before the run fails
+  bool trace = true;              // write <run>/trace.json
   // periodic work (0 disables)
   int eval_every = 10;
   EvalConfig eval;

@@ -1,0 +1,272 @@
+#include "streamrl/telemetry/report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <vector>
+
+#include "streamrl/core/errors.h"
+#include "streamrl/core/fs.h"
+#include "streamrl/telemetry/metrics_log.h"
+#include "streamrl/telemetry/trace.h"
+
+namespace streamrl::telemetry {
+namespace fs = std::filesystem;
+namespace {
+
+using json = nlohmann::json;
+
+struct Series {
+  std::string name;
+  std::string color;
+  std::vector<std::pair<double, double>> points;  // (x, y)
+};
+
+std::string fmt(double v, int digits = 3) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.*g", digits, v);
+  return buf;
+}
+
+std::string escape(const std::string& s) {
+  std::string out;
+  for (char ch : s) {
+    switch (ch) {
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += ch;
+    }
+  }
+  return out;
+}
+
+// A line chart with axes, min/max labels and a legend.
+std::string line_chart(const std::string& title, const std::vector<Series>& series,
+                       const std::string& x_label) {
+  const double W = 460, H = 220, L = 48, R = 12, T = 28, B = 34;
+  double x0 = 1e300, x1 = -1e300, y0 = 1e300, y1 = -1e300;
+  for (const auto& s : series) {
+    for (auto [x, y] : s.points) {
+      if (!std::isfinite(y)) continue;
+      x0 = std::min(x0, x), x1 = std::max(x1, x), y0 = std::min(y0, y), y1 = std::max(y1, y);
+    }
+  }
+  std::ostringstream o;
+  o << "<svg width='" << W << "' height='" << H << "' viewBox='0 0 " << W << " " << H << "'>";
+  o << "<text x='" << L << "' y='16' class='t'>" << escape(title) << "</text>";
+  if (x0 > x1) return o.str() + "<text x='60' y='100'>no data</text></svg>";
+  if (x1 == x0) x1 = x0 + 1;
+  if (y1 == y0) y1 = y0 + 1, y0 -= (y0 == 0 ? 0 : 0);
+  y0 = std::min(y0, 0.0);
+  auto px = [&](double x) { return L + (x - x0) / (x1 - x0) * (W - L - R); };
+  auto py = [&](double y) { return H - B - (y - y0) / (y1 - y0) * (H - T - B); };
+  o << "<rect x='" << L << "' y='" << T << "' width='" << W - L - R << "' height='" << H - T - B
+    << "' class='frame'/>";
+  o << "<text x='" << L - 4 << "' y='" << py(y1) + 4 << "' class='a' text-anchor='end'>" << fmt(y1)
+    << "</text>";
+  o << "<text x='" << L - 4 << "' y='" << py(y0) << "' class='a' text-anchor='end'>" << fmt(y0)
+    << "</text>";
+  o << "<text x='" << L << "' y='" << H - B + 14 << "' class='a'>" << fmt(x0) << "</text>";
+  o << "<text x='" << W - R << "' y='" << H - B + 14 << "' class='a' text-anchor='end'>" << fmt(x1)
+    << "</text>";
+  o << "<text x='" << (L + W - R) / 2 << "' y='" << H - 6 << "' class='a' text-anchor='middle'>"
+    << escape(x_label) << "</text>";
+  double legend_x = L + 6;
+  for (const auto& s : series) {
+    o << "<polyline fill='none' stroke='" << s.color << "' stroke-width='1.6' points='";
+    for (auto [x, y] : s.points) {
+      if (std::isfinite(y)) o << px(x) << "," << py(y) << " ";
+    }
+    o << "'/>";
+    if (s.points.size() <= 30) {
+      for (auto [x, y] : s.points) {
+        if (std::isfinite(y)) {
+          o << "<circle cx='" << px(x) << "' cy='" << py(y) << "' r='2.2' fill='" << s.color
+            << "'/>";
+        }
+      }
+    }
+    o << "<text x='" << legend_x << "' y='" << T + 12 << "' class='a' fill='" << s.color << "'>"
+      << escape(s.name) << "</text>";
+    legend_x += 8 + 6.5 * s.name.size();
+  }
+  o << "</svg>";
+  return o.str();
+}
+
+// Spans of the last `window_s` seconds of the trace, one row per track.
+std::string timeline(const std::vector<json>& spans, const std::map<int, std::string>& names,
+                     double window_s) {
+  if (spans.empty()) return "<p>No trace.json in this run.</p>";
+  double end = 0;
+  for (const auto& e : spans) end = std::max(end, e.value("ts", 0.0) + e.value("dur", 0.0));
+  const double begin = std::max(0.0, end - window_s * 1e6);
+  std::map<int, int> row;
+  for (const auto& e : spans) row.emplace(e.value("tid", 0), 0);
+  int r = 0;
+  for (auto& [tid, idx] : row) idx = r++;
+  const double W = 940, L = 150, lane = 26, H = lane * row.size() + 30;
+  auto px = [&](double ts) { return L + (ts - begin) / std::max(1.0, end - begin) * (W - L - 10); };
+  static const std::map<std::string, std::string> colors = {
+      {"decode", "#4e79a7"},       {"prefill+decode", "#2c5f8a"}, {"sample work", "#59a14f"},
+      {"micro-batch", "#e15759"},  {"optimizer step", "#b07aa1"}, {"weight transfer", "#f28e2b"},
+      {"held-out eval", "#bab0ac"}};
+  std::ostringstream o;
+  o << "<svg width='" << W << "' height='" << H << "'>";
+  for (const auto& [tid, idx] : row) {
+    auto it = names.find(tid);
+    o << "<text x='4' y='" << 20 + idx * lane + 12 << "' class='a'>"
+      << escape(it != names.end() ? it->second : "track " + std::to_string(tid)) << "</text>";
+  }
+  for (const auto& e : spans) {
+    const double ts = e.value("ts", 0.0), dur = e.value("dur", 0.0);
+    if (ts + dur < begin) continue;
+    const std::string name = e.value("name", "");
+    auto c = colors.find(name);
+    const double x = px(std::max(ts, begin));
+    o << "<rect x='" << x << "' y='" << 20 + row[e.value("tid", 0)] * lane << "' width='"
+      << std::max(0.5, px(ts + dur) - x) << "' height='" << lane - 6 << "' fill='"
+      << (c != colors.end() ? c->second : "#999") << "'><title>" << escape(name) << " "
+      << fmt(dur / 1e3) << " ms</title></rect>";
+  }
+  o << "<text x='" << L << "' y='14' class='a'>last " << fmt(window_s) << " s of the run</text>";
+  double lx = L + 140;
+  for (const auto& [name, color] : colors) {
+    o << "<rect x='" << lx << "' y='5' width='10' height='10' fill='" << color << "'/>";
+    o << "<text x='" << lx + 13 << "' y='14' class='a'>" << name << "</text>";
+    lx += 20 + 6.2 * name.size();
+  }
+  o << "</svg>";
+  return o.str();
+}
+
+double num(const json& j, const char* a, const char* b = nullptr) {
+  const json* v = &j;
+  if (!v->contains(a)) return NAN;
+  v = &(*v)[a];
+  if (b) {
+    if (!v->contains(b)) return NAN;
+    v = &(*v)[b];
+  }
+  return v->is_number() ? v->get<double>() : NAN;
+}
+
+}  // namespace
+
+std::string render_report(const fs::path& run_dir) {
+  const fs::path metrics_path = run_dir / "metrics.jsonl";
+  if (!fs::exists(metrics_path)) {
+    throw InputError("no metrics.jsonl in " + run_dir.string() + " (not a run directory?)");
+  }
+  std::vector<json> records = MetricsLog::read(metrics_path);
+  Series reward{"reward mean", "#4e79a7", {}}, acc{"train accuracy", "#59a14f", {}},
+      eval{"held-out accuracy", "#e15759", {}}, len_mean{"mean", "#4e79a7", {}},
+      len_p90{"p90", "#f28e2b", {}}, len_max{"max", "#bab0ac", {}}, sps{"samples/s", "#b07aa1", {}};
+  std::string mode = "?";
+  json first_eval, last_eval;
+  std::vector<json> iterations;
+  for (const auto& r : records) {
+    const double step = num(r, "step");
+    for (const char* key : {"eval", "final_eval"}) {
+      if (r.contains(key)) {
+        eval.points.push_back({step, num(r[key], "accuracy")});
+        if (first_eval.is_null()) first_eval = r[key];
+        last_eval = r[key];
+      }
+    }
+    if (!r.contains("reward_mean")) continue;
+    mode = r.value("mode", mode);
+    iterations.push_back(r);
+    reward.points.push_back({step, num(r, "reward_mean")});
+    acc.points.push_back({step, num(r, "accuracy")});
+    len_mean.points.push_back({step, num(r, "response_length", "mean")});
+    len_p90.points.push_back({step, num(r, "response_length", "p90")});
+    len_max.points.push_back({step, num(r, "response_length", "max")});
+    sps.points.push_back({step, num(r, "samples_per_s")});
+  }
+
+  std::ostringstream o;
+  o << "<!doctype html><html><head><meta charset='utf-8'><title>streamrl report: "
+    << escape(run_dir.filename().string()) << "</title><style>"
+    << "body{font:14px sans-serif;margin:24px;color:#222}svg{margin:6px;background:#fff}"
+    << ".t{font-weight:bold;font-size:13px}.a{font-size:11px}.frame{fill:none;stroke:#ccc}"
+    << "table{border-collapse:collapse}td,th{border:1px solid #ddd;padding:3px 8px;"
+    << "text-align:right}</style></head><body>";
+  o << "<h1>RL run " << escape(run_dir.filename().string()) << "</h1>";
+  o << "<p>mode <b>" << escape(mode) << "</b>, " << iterations.size() << " iterations logged";
+  if (!first_eval.is_null()) {
+    o << "; held-out greedy accuracy <b>" << fmt(num(first_eval, "accuracy")) << "</b> before, <b>"
+      << fmt(num(last_eval, "accuracy")) << "</b> at the last evaluation";
+  }
+  o << ".</p>";
+  o << line_chart("reward and accuracy", {reward, acc, eval}, "iteration");
+  o << line_chart("response length (tokens)", {len_mean, len_p90, len_max}, "iteration");
+  o << line_chart("throughput", {sps}, "iteration");
+
+  // Stage times of the last iterations.
+  o << "<h2>Stage seconds, last iterations</h2><table><tr><th>iteration</th><th>generate</th>"
+    << "<th>sample work</th><th>train</th><th>weight update</th><th>trainer wait</th>"
+    << "<th>iteration</th><th>idle gen</th><th>idle trainer</th><th>samples/s</th></tr>";
+  const size_t from = iterations.size() > 10 ? iterations.size() - 10 : 0;
+  for (size_t i = from; i < iterations.size(); ++i) {
+    const json& r = iterations[i];
+    o << "<tr><td>" << fmt(num(r, "step"), 6) << "</td>";
+    for (const char* k :
+         {"generate", "sample_work", "train", "weight_update", "trainer_wait", "iteration"}) {
+      o << "<td>" << fmt(num(r, "stage_seconds", k)) << "</td>";
+    }
+    o << "<td>" << fmt(num(r, "idle_fraction", "generator"), 2) << "</td><td>"
+      << fmt(num(r, "idle_fraction", "trainer"), 2) << "</td><td>" << fmt(num(r, "samples_per_s"))
+      << "</td></tr>";
+  }
+  o << "</table>";
+
+  // Timeline of the last iterations from the trace.
+  o << "<h2>Timeline</h2>";
+  std::vector<json> spans;
+  std::map<int, std::string> names;
+  if (fs::exists(run_dir / "trace.json")) {
+    spans = Trace::read_spans(run_dir / "trace.json");
+    std::ifstream in(run_dir / "trace.json");
+    json j = json::parse(in, nullptr, false);
+    if (j.is_object()) {
+      for (const auto& e : j.value("traceEvents", json::array())) {
+        if (e.value("ph", "") == "M") names[e.value("tid", 0)] = e["args"].value("name", "");
+      }
+    }
+  }
+  double window = 10;
+  if (iterations.size() >= 3) {
+    window = 0;
+    for (size_t i = iterations.size() - 3; i < iterations.size(); ++i) {
+      window += num(iterations[i], "stage_seconds", "iteration");
+    }
+  }
+  o << timeline(spans, names, std::isfinite(window) && window > 0 ? window : 10);
+  o << "<p class='a'>Full timeline: open trace.json in https://ui.perfetto.dev.</p>";
+  o << "</body></html>\n";
+  return o.str();
+}
+
+fs::path write_report(const fs::path& run_dir) {
+  const fs::path out = run_dir / "report.html";
+  core::write_file_atomic(out, render_report(run_dir));
+  return out;
+}
+
+}  // namespace streamrl::telemetry

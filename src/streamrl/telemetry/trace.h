@@ -1,0 +1,66 @@
+// Chrome Trace Event Format timelines (trace.json), viewable in Perfetto or chrome://tracing: one
+// track per role (SGS instance, trainer rank) with complete ("X") spans, so pipeline and skewness
+// bubbles are visible as gaps (DESIGN.md §12).
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace streamrl::telemetry {
+
+class Trace {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // Times are microseconds since `origin`.
+  explicit Trace(Clock::time_point origin = Clock::now()) : origin_(origin) {}
+
+  // Names a track (a "thread" in the viewer); spans on an unnamed track show its number.
+  void name_track(int track, const std::string& name);
+
+  // Records a span [begin, end) on `track`. Thread-safe.
+  void span(int track, const std::string& name, Clock::time_point begin, Clock::time_point end,
+            nlohmann::json args = nullptr);
+
+  size_t size() const;
+
+  // The whole trace as a Trace Event Format object.
+  nlohmann::json to_json() const;
+
+  // Writes to_json() atomically to `path`.
+  void write(const std::filesystem::path& path) const;
+
+  // The spans of a trace.json (its "traceEvents" of phase "X"), for reports.
+  static std::vector<nlohmann::json> read_spans(const std::filesystem::path& path);
+
+ private:
+  Clock::time_point origin_;
+  mutable std::mutex mu_;
+  std::vector<nlohmann::json> events_;
+};
+
+// A span that records itself when it goes out of scope; a null trace records nothing.
+class ScopedSpan {
+ public:
+  ScopedSpan(Trace* trace, int track, std::string name)
+      : trace_(trace), track_(track), name_(std::move(name)), begin_(Trace::Clock::now()) {}
+  ~ScopedSpan() {
+    if (trace_) trace_->span(track_, name_, begin_, Trace::Clock::now(), std::move(args_));
+  }
+  ScopedSpan(const ScopedSpan&) = delete;
+  ScopedSpan& operator=(const ScopedSpan&) = delete;
+  nlohmann::json& args() { return args_; }
+
+ private:
+  Trace* trace_;
+  int track_;
+  std::string name_;
+  Trace::Clock::time_point begin_;
+  nlohmann::json args_;
+};
+
+}  // namespace streamrl::telemetry
