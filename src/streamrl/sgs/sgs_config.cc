@@ -1,0 +1,52 @@
+#include "streamrl/sgs/sgs_config.h"
+
+namespace streamrl::sgs {
+
+SgsConfig SgsConfig::read(const core::Config& s) {
+  SgsConfig c;
+  s.get("instances", c.instances);
+  s.get("threads_per_instance", c.threads_per_instance);
+  std::string policy = to_string(c.dispatch.policy), objective = "max", admission = "default";
+  s.get("dispatch", policy);
+  s.get("alpha", c.dispatch.alpha);
+  s.get("objective", objective);
+  s.get("admission", admission);
+  s.get("max_batch_size", c.dispatch.max_batch_size);
+  s.get("seed", c.dispatch.seed);
+  s.get("length_window", c.length_window);
+  s.get("profile", c.profile);
+  c.dispatch.policy = parse_dispatch_policy(policy);
+  c.dispatch.objective = parse_split_objective(objective);
+  if (admission != "default") c.dispatch.admission = engine::parse_admission_policy(admission);
+  const std::string where = s.prefix().empty() ? "" : s.prefix() + ".";
+  if (c.instances < 1 || c.threads_per_instance < 1 || c.dispatch.max_batch_size < 1 ||
+      c.length_window < 1) {
+    throw InputError(where +
+                     "instances, threads_per_instance, max_batch_size and length_window "
+                     "must be >= 1");
+  }
+  if (!(c.dispatch.alpha >= 0 && c.dispatch.alpha <= 1)) {
+    throw InputError(where + "alpha must be in [0, 1]");
+  }
+  core::Config r = s.section("ranker");
+  r.get("hidden_size", c.ranker.hidden_size);
+  r.get("layers", c.ranker.layers);
+  r.get("heads", c.ranker.heads);
+  r.get("max_prompt_tokens", c.ranker.max_prompt_tokens);
+  r.get("steps", c.ranker.steps);
+  r.get("batch_size", c.ranker.batch_size);
+  r.get("lr", c.ranker.lr);
+  r.get("seed", c.ranker.seed);
+  r.get("window", c.ranker_window);
+  r.get("refit_every", c.refit_every);
+  if (c.ranker.hidden_size < 1 || c.ranker.layers < 1 || c.ranker.heads < 1 ||
+      c.ranker.hidden_size % c.ranker.heads != 0 || c.ranker.steps < 0 || c.ranker.batch_size < 1 ||
+      !(c.ranker.lr > 0) || c.ranker_window < 1 || c.refit_every < 1) {
+    throw InputError(where +
+                     "ranker: sizes >= 1 (hidden_size divisible by heads), steps >= 0, "
+                     "lr > 0, window and refit_every >= 1");
+  }
+  return c;
+}
+
+}  // namespace streamrl::sgs

@@ -1,0 +1,41 @@
+// The `sgs:` section of a run config (DESIGN.md §7, §11): how many generation instances, how a
+// batch is dispatched over them, and the length ranker that feeds skew-aware dispatch. RL modes
+// read it with SgsConfig::read(root.section("sgs")).
+//
+//   sgs:
+//     instances: 2
+//     threads_per_instance: 1
+//     dispatch: skew_aware        # random | least_loaded | skew_aware
+//     alpha: 0.2                  # long-tail fraction (skew_aware)
+//     objective: max              # max | sum (Algorithm 2 as printed)
+//     admission: default          # default (LPT for skew_aware, else FIFO) | fifo | lpt
+//     max_batch_size: 64          # the large batch per instance
+//     length_window: 4096         # recent output lengths for P50/P90
+//     profile: ""                 # `streamrl profile --out` JSON; "" = measure at start
+//     ranker: {hidden_size: 64, layers: 2, heads: 4, steps: 300, batch_size: 64, lr: 3.0e-3,
+//              window: 4096, refit_every: 5}
+#pragma once
+
+#include <string>
+
+#include "streamrl/core/config.h"
+#include "streamrl/sgs/dispatch.h"
+#include "streamrl/sgs/length_ranker.h"
+
+namespace streamrl::sgs {
+
+struct SgsConfig {
+  int instances = 2;
+  int threads_per_instance = 1;
+  DispatchConfig dispatch;
+  size_t length_window = 4096;
+  std::string profile;          // path of a PTL profile JSON, "" = measure one
+  RankerConfig ranker;          // vocab_size is the policy tokenizer's, set by the caller
+  size_t ranker_window = 4096;  // recent (prompt, length) pairs kept for online refits
+  int refit_every = 5;          // iterations between online refits (K)
+
+  // Reads the section; InputError names the key for a bad value.
+  static SgsConfig read(const core::Config& section);
+};
+
+}  // namespace streamrl::sgs
