@@ -46,14 +46,27 @@ json read_measured(const std::string& path) {
   return found;
 }
 
-// `bench rl_modes` reports timings; the workload's sizes are in its config file and the
-// per-iteration lengths in each mode's metrics.jsonl under its runs_dir. Fills what the JSON leaves
-// out.
+// `bench rl_modes` reports timings only. The sizes of the measured runs are in each run's resolved
+// config.yaml under runs_dir (else in the workload's config file, which may have changed since),
+// the per-iteration lengths and sample counts in each run's metrics.jsonl. Fills what the JSON
+// leaves out.
 void add_run_details(json& j) {
   json& w = j["workload"];
-  if (w.contains("config")) {
-    fs::path cfg_path = w["config"].get<std::string>();
+  const fs::path runs = j.contains("runs_dir") ? j["runs_dir"].get<std::string>() : "";
+  fs::path cfg_path;
+  if (!runs.empty() && j.contains("modes")) {
+    for (const auto& [name, m] : j["modes"].items()) {
+      if (fs::exists(runs / name / "config.yaml")) {
+        cfg_path = runs / name / "config.yaml";
+        break;
+      }
+    }
+  }
+  if (cfg_path.empty() && w.contains("config")) {
+    cfg_path = w["config"].get<std::string>();
     if (!fs::exists(cfg_path)) cfg_path = fs::path(STREAMRL_SOURCE_DIR) / cfg_path;
+  }
+  if (!cfg_path.empty()) {
     const core::Config cfg = core::Config::from_file(cfg_path.string());
     auto fill = [&](const char* key, const core::Config& section, const char* field) {
       if (w.contains(key) || !section.has(field)) return;
@@ -66,16 +79,18 @@ void add_run_details(json& j) {
     fill("max_batch_size", cfg.section("rollout"), "max_batch_size");
     fill("micro_batch_tokens", cfg.section("train"), "micro_batch_tokens");
   }
-  if (!j.contains("runs_dir") || !j.contains("modes")) return;
+  if (runs.empty() || !j.contains("modes")) return;
   for (auto& [name, m] : j["modes"].items()) {
-    const fs::path metrics = fs::path(j["runs_dir"].get<std::string>()) / name / "metrics.jsonl";
+    const fs::path metrics = runs / name / "metrics.jsonl";
     if (!fs::exists(metrics) || m.contains("lengths")) continue;
     std::istringstream in(core::read_file(metrics));
     json per = json::array();
     for (std::string line; std::getline(in, line);) {
       json r = json::parse(line, nullptr, false);
       if (r.is_object() && r.contains("stage_seconds") && r.contains("response_length")) {
-        per.push_back(r["response_length"]);
+        json st = r["response_length"];
+        if (r.contains("samples")) st["samples"] = r["samples"];
+        per.push_back(st);
       }
     }
     if (!per.empty()) m["response_length_per_iteration"] = per;

@@ -49,6 +49,33 @@ TEST(Validation, ParsesTheRlModesJsonAndComparesEachMode) {
   EXPECT_THROW(compare_modes(run, {{Mode::kColocate, constant_setup(0.01)}}), InputError);
 }
 
+TEST(Validation, StageCalibrationScalesToTheMeasuredStages) {
+  // The machine was twice as slow in the measured run as when profiled: generation took 2 s and
+  // training 2.76 s (twice 1 s and 0.88 + 0.5 s). Calibrated on disagg, stream is predicted from
+  // the doubled speeds: 2 x (1 + 0.88 + 0.5) + 0.25 = 5.01 s.
+  const json measured = {
+      {"workload",
+       {{"prompts_per_iteration", 2},
+        {"group_size", 4},
+        {"iterations", 3},
+        {"prompt_tokens_mean", 10}}},
+      {"modes",
+       {{"disagg",
+         {{"iteration_s", 5.01},
+          {"generate_s", 2.0},
+          {"train_s", 2.76},
+          {"lengths", std::vector<int>(8, 100)}}},
+        {"stream", {{"iteration_s", 5.01}, {"lengths", std::vector<int>(8, 100)}}}}}};
+  MeasuredRun run = MeasuredRun::from_json(measured);
+  const json r = compare_modes(
+      run, {{Mode::kDisagg, constant_setup(0.01)}, {Mode::kStream, constant_setup(0.01)}});
+  EXPECT_NEAR(r["modes"]["disagg"]["predicted_s"].get<double>(), 2.63, 1e-9);
+  EXPECT_NEAR(r["modes"]["stream"]["calibrated_s"].get<double>(), 5.01, 1e-9);
+  EXPECT_NEAR(r["modes"]["stream"]["calibration"]["gen_scale"].get<double>(), 2.0, 1e-9);
+  EXPECT_NEAR(r["max_relative_error_stage_calibrated"].get<double>(), 0, 1e-9);
+  EXPECT_GT(r["max_relative_error"].get<double>(), 0.4);
+}
+
 TEST(Validation, LengthsFromQuantilesWhenNotListed) {
   const json measured = {{"prompts_per_iteration", 50},
                          {"group_size", 2},

@@ -304,6 +304,7 @@ EmulatorResult emulate(const EmulatorInput& in) {
       }
       t = st + dur;
       train_busy += dur;
+      it.train_busy += dur;
       buf_tokens = 0;
       buf_samples = 0;
     }
@@ -312,6 +313,7 @@ EmulatorResult emulate(const EmulatorInput& in) {
                   {{"iteration", k}});
     t += in.trainer.step_overhead_s;
     train_busy += in.trainer.step_overhead_s;
+    it.train_busy += in.trainer.step_overhead_s;
     it.train_end = t;
     trainer_free = t;
     const double push_start = std::max(t, k > 0 ? its[k - 1].weights_ready : 0.0);

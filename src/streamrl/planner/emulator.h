@@ -50,6 +50,7 @@ struct IterationTiming {
   double gen_start = 0, gen_end = 0;
   double train_start = 0, train_end = 0;  // first micro-batch start, optimizer step end
   double weights_ready = 0;               // new weights installed on the SGS
+  double train_busy = 0;                  // trainer work of this iteration (no waits)
 };
 
 struct EmulatorResult {

@@ -22,7 +22,8 @@ namespace streamrl::planner {
 //    "modes": {"colocate": {"iteration_s" | "iteration_seconds" | "stage_seconds": {"iteration"}
 //                           (steady state) | "wall_seconds" (all iterations),
 //                           "lengths": [[per-sample output tokens] per iteration] | [...] |
-//                           "response_length_per_iteration": [{"p50", "p90", "max"}, ...] |
+//                           "response_length_per_iteration": [{"p50", "p90", "max",
+//                                                              "samples"}, ...] |
 //                           "response_length": {"p50", "p90", "max"}}, ...}}
 // where workload keys may also sit at the top level or inside each mode, and modes may sit at the
 // top level. Missing required keys are InputErrors that name them.
@@ -39,6 +40,9 @@ struct MeasuredRun {
   std::map<Mode, double> iteration_seconds;
   std::map<Mode, std::vector<std::vector<int>>> lengths;  // per mode, per iteration
   std::map<Mode, nlohmann::json> stage_seconds;
+  // Measured generation and training seconds per iteration ("generate_s"/"train_s" or
+  // stage_seconds.generate/.train), for the stage-calibrated prediction.
+  std::map<Mode, std::pair<double, double>> stages;
 
   static MeasuredRun from_json(const nlohmann::json& j);
 };
@@ -51,8 +55,13 @@ struct ModeSetup {
 };
 
 // Emulates every measured mode with its setup on the measured batches (one instance, FIFO, as the
-// measured run), compares the steady-state (or mean) iteration time, and returns {"modes": {m:
-// {"measured_s", "predicted_s", "relative_error", "predicted": {...}}}, "max_relative_error"}.
+// measured run) and compares the steady-state (or mean) iteration time. A second prediction is
+// stage-calibrated: generator and trainer speeds are scaled so that the emulated stage times of a
+// reference mode (colocate for colocate, disagg for the dedicated modes) equal its measured ones.
+// That removes drift between the profiling and the measured run (a loaded machine) and leaves the
+// overlap of the stages as what is tested. Returns {"modes": {m: {"measured_s", "predicted_s",
+// "relative_error", "predicted": {...}, "calibrated_s", "calibrated_error"}},
+// "max_relative_error", "max_relative_error_stage_calibrated"}.
 nlohmann::json compare_modes(const MeasuredRun& run, const std::map<Mode, ModeSetup>& setups);
 
 }  // namespace streamrl::planner
