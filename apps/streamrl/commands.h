@@ -30,5 +30,6 @@ void add_profile(CLI::App& root, CommandList& out);
 void add_serve(CLI::App& root, CommandList& out);
 void add_bench(CLI::App& root, CommandList& out);
 void add_plan(CLI::App& root, CommandList& out);
+void add_launch(CLI::App& root, CommandList& out);
 
 }  // namespace streamrl::cli

@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   cli::add_serve(app, commands);
   cli::add_bench(app, commands);
   cli::add_plan(app, commands);
+  cli::add_launch(app, commands);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,70 @@
+// Trainer data parallelism across processes (DESIGN.md §9): a c10d Gloo process group joined
+// through a TCPStore rendezvous described by torchrun's environment variables. Every call is a
+// collective (all ranks call it in the same order) and every wait is bounded: a peer that died or
+// stopped answering gives a RuntimeFailure (TimeoutError when the bound ran out) naming the
+// operation, never a hang.
+#pragma once
+
+#include <torch/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace streamrl::dist {
+
+struct ProcessGroupOptions {
+  std::string master_addr = "127.0.0.1";  // MASTER_ADDR: where rank 0 hosts the TCPStore
+  int master_port = 29500;                // MASTER_PORT
+  int rank = 0;                           // RANK, in [0, world_size)
+  int world_size = 1;                     // WORLD_SIZE
+  int local_rank = 0;                     // LOCAL_RANK (rank on this machine; informational)
+  // Bound on the rendezvous (all ranks must arrive within it) and on each collective.
+  std::chrono::milliseconds timeout{std::chrono::seconds(60)};
+};
+
+// Reads MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE and LOCAL_RANK (torchrun's conventions;
+// LOCAL_RANK defaults to RANK). A world of one needs none of them: absent RANK and WORLD_SIZE give
+// rank 0 of 1. Throws InputError with one line for a missing or malformed variable or RANK >=
+// WORLD_SIZE.
+ProcessGroupOptions process_group_options_from_env(
+    std::chrono::milliseconds timeout = std::chrono::seconds(60));
+
+class ProcessGroup {
+ public:
+  // Joins the group: rank 0 hosts the TCPStore, every rank connects and the Gloo context is built.
+  // A world of one builds nothing and every collective is the identity. Throws TimeoutError when
+  // the others do not all arrive within the timeout, RuntimeFailure for other network failures.
+  explicit ProcessGroup(const ProcessGroupOptions& options);
+  ~ProcessGroup();
+  ProcessGroup(const ProcessGroup&) = delete;
+  ProcessGroup& operator=(const ProcessGroup&) = delete;
+
+  int rank() const { return options_.rank; }
+  int world_size() const { return options_.world_size; }
+
+  // Sums `tensors` (CPU, contiguous, any float dtype; e.g. every parameter's gradient) elementwise
+  // across ranks, in place, in one coalesced exchange per dtype.
+  void all_reduce_sum(std::vector<torch::Tensor>& tensors);
+  // Sums plain numbers across ranks (e.g. the global token count that divides a summed loss), in
+  // double precision, returned in the same order.
+  std::vector<double> all_reduce_sum(const std::vector<double>& values);
+  // Copies rank 0's `tensors` into every rank's, in place (e.g. initial parameters).
+  void broadcast_from_rank0(std::vector<torch::Tensor>& tensors);
+  // Returns once every rank has called it.
+  void barrier();
+
+ private:
+  struct Impl;
+  ProcessGroupOptions options_;
+  std::unique_ptr<Impl> impl_;
+};
+
+// The gradients of `parameters` that need syncing (undefined gradients become zeros so every rank
+// exchanges the same list), summed across ranks in place. Call after backward, before the
+// optimizer step, when each rank's loss was divided by the global denominator.
+void all_reduce_gradients(ProcessGroup& group, const std::vector<torch::Tensor>& parameters);
+
+}  // namespace streamrl::dist

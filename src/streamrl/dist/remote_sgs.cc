@@ -1,0 +1,496 @@
+// Remote SGS client and pool over `streamrl serve`'s native API (see remote_sgs.h).
+#include "streamrl/dist/remote_sgs.h"
+
+#include <httplib.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+
+#include "streamrl/core/errors.h"
+#include "streamrl/core/log.h"
+#include "streamrl/dist/weight_wire.h"
+
+namespace streamrl::dist {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string with_scheme(const std::string& url) {
+  return url.find("://") == std::string::npos ? "http://" + url : url;
+}
+
+void set_timeout(httplib::Client& c, void (httplib::Client::*setter)(time_t, time_t), double s) {
+  const auto us = static_cast<int64_t>(s * 1e6);
+  (c.*setter)(static_cast<time_t>(us / 1000000), static_cast<time_t>(us % 1000000));
+}
+
+engine::FinishReason finish_reason_of(const std::string& s) {
+  if (s == "stop") return engine::FinishReason::kStop;
+  if (s == "length") return engine::FinishReason::kLength;
+  if (s == "aborted") return engine::FinishReason::kAborted;
+  throw InputError("unknown finish_reason '" + s + "'");
+}
+
+engine::Sample sample_of(const nlohmann::json& j) {
+  engine::Sample s;
+  s.request_id = j.at("id").get<int64_t>();
+  s.sample_index = j.at("sample_index").get<int32_t>();
+  s.prompt_ids = j.at("prompt_ids").get<std::vector<int32_t>>();
+  s.output_ids = j.at("output_ids").get<std::vector<int32_t>>();
+  s.logprobs = j.at("logprobs").get<std::vector<float>>();
+  s.finish_reason = finish_reason_of(j.at("finish_reason").get<std::string>());
+  s.weight_version = j.at("weight_version").get<int64_t>();
+  s.queue_s = j.value("queue_s", 0.0);
+  s.prefill_s = j.value("prefill_s", 0.0);
+  s.decode_s = j.value("decode_s", 0.0);
+  return s;
+}
+
+nlohmann::json request_json(const engine::Request& r) {
+  const auto& p = r.params;
+  // ignore_eos: the request's stop ids are the whole list, as for an in-process engine.
+  return {{"id", r.request_id},
+          {"prompt_ids", r.prompt_ids},
+          {"n", r.n},
+          {"max_new_tokens", p.max_new_tokens},
+          {"temperature", p.temperature},
+          {"top_p", p.top_p},
+          {"top_k", p.top_k},
+          {"seed", p.seed},
+          {"stop_token_ids", p.stop_token_ids},
+          {"length_estimate", r.length_estimate},
+          {"ignore_eos", true}};
+}
+
+// The message of an {"error": {"message": ...}} body, or the body itself.
+std::string error_message(const std::string& body) {
+  const auto j = nlohmann::json::parse(body, nullptr, false);
+  if (j.is_object() && j.contains("error") && j["error"].is_object() &&
+      j["error"].contains("message") && j["error"]["message"].is_string()) {
+    return j["error"]["message"].get<std::string>();
+  }
+  return body.substr(0, 200);
+}
+
+}  // namespace
+
+RemoteSgsClient::RemoteSgsClient(std::string url, RemoteSgsOptions options,
+                                 FailureCallback on_failure)
+    : url_(with_scheme(url)), options_(options), on_failure_(std::move(on_failure)) {
+  if (url.empty()) throw InputError("remote SGS: empty URL");
+  if (!make_http(1)->is_valid()) throw InputError("remote SGS: bad URL '" + url + "'");
+}
+
+RemoteSgsClient::~RemoteSgsClient() { close(); }
+
+void RemoteSgsClient::close() {
+  std::vector<std::unique_ptr<Stream>> streams;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    closing_.store(true);
+    // Shutting the sockets down is the one thread-safe way to end a blocked read (httplib).
+    for (auto& s : streams_) s->http->stop();
+    streams = std::move(streams_);
+  }
+  for (auto& s : streams) {
+    if (s->thread.joinable()) s->thread.join();
+  }
+}
+
+std::unique_ptr<httplib::Client> RemoteSgsClient::make_http(double read_timeout_s) const {
+  auto c = std::make_unique<httplib::Client>(url_);
+  set_timeout(*c, &httplib::Client::set_connection_timeout, options_.connect_timeout_s);
+  set_timeout(*c, &httplib::Client::set_read_timeout, read_timeout_s);
+  set_timeout(*c, &httplib::Client::set_write_timeout, read_timeout_s);
+  return c;
+}
+
+void RemoteSgsClient::submit(std::vector<engine::Request> requests) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (closing_.load()) throw RuntimeFailure("remote SGS " + url_ + ": client is closed");
+  for (const auto& r : requests) {
+    if (!r.on_sample || r.prompt_ids.empty() || r.n < 1) {
+      throw InputError("remote SGS " + url_ + ": request " + std::to_string(r.request_id) +
+                       " needs on_sample, a prompt and n >= 1");
+    }
+    if (pending_.count(r.request_id)) {
+      throw InputError("remote SGS " + url_ + ": request id " + std::to_string(r.request_id) +
+                       " is already outstanding");
+    }
+  }
+  reap_finished_streams();
+  for (size_t begin = 0; begin < requests.size(); begin += options_.max_requests_per_post) {
+    const size_t end = std::min(requests.size(), begin + options_.max_requests_per_post);
+    auto stream = std::make_unique<Stream>();
+    nlohmann::json list = nlohmann::json::array();
+    for (size_t i = begin; i < end; ++i) {
+      engine::Request& r = requests[i];
+      list.push_back(request_json(r));
+      stream->ids.push_back(r.request_id);
+      Pending p;
+      p.delivered.assign(r.n, false);
+      p.remaining = r.n;
+      p.request = std::move(r);
+      pending_.emplace(p.request.request_id, std::move(p));
+    }
+    stream->http = make_http(options_.stream_idle_timeout_s);
+    Stream* raw = stream.get();
+    std::string body = nlohmann::json{{"requests", std::move(list)}}.dump();
+    streams_.push_back(std::move(stream));
+    raw->thread = std::thread(
+        [this, raw, body = std::move(body)]() mutable { run_stream(raw, std::move(body)); });
+  }
+}
+
+void RemoteSgsClient::reap_finished_streams() {
+  for (auto it = streams_.begin(); it != streams_.end();) {
+    if ((*it)->done) {
+      (*it)->thread.join();  // done is set as the thread's last act under mu_
+      it = streams_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void RemoteSgsClient::run_stream(Stream* stream, std::string body) {
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/generate";
+  req.body = std::move(body);
+  req.set_header("Content-Type", "application/json");
+  std::string buffer, error;
+  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+    buffer.append(data, n);
+    size_t start = 0;
+    for (size_t nl; error.empty() && (nl = buffer.find('\n', start)) != std::string::npos;
+         start = nl + 1) {
+      if (nl > start) error = handle_line(buffer.substr(start, nl - start));
+    }
+    buffer.erase(0, start);
+    return error.empty() && !closing_.load();
+  };
+  auto res = stream->http->send(req);
+  if (error.empty() && !buffer.empty()) error = handle_line(buffer);  // an unterminated error body
+  if (closing_.load()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    stream->done = true;
+    return;
+  }
+  if (error.empty() && !res) {
+    error = "connection failed (" + httplib::to_string(res.error()) + ")";
+  } else if (error.empty() && res->status != 200) {
+    error = "HTTP " + std::to_string(res->status);
+  }
+  if (!error.empty()) error = "remote SGS " + url_ + ": /generate: " + error;
+  fail_stream(stream, error);
+}
+
+std::string RemoteSgsClient::handle_line(const std::string& line) {
+  const auto j = nlohmann::json::parse(line, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return "bad response line: " + line.substr(0, 200);
+  if (j.contains("error")) return "server error: " + error_message(line);
+  engine::Sample s;
+  try {
+    s = sample_of(j);
+  } catch (const std::exception& e) {
+    return std::string("bad sample line: ") + e.what();
+  }
+  if (s.finish_reason == engine::FinishReason::kAborted) return "";  // stays undelivered
+  engine::SampleCallback deliver;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = pending_.find(s.request_id);
+    if (it == pending_.end() || s.sample_index < 0 ||
+        s.sample_index >= static_cast<int32_t>(it->second.delivered.size()) ||
+        it->second.delivered[s.sample_index]) {
+      return "unexpected sample " + std::to_string(s.sample_index) + " of request " +
+             std::to_string(s.request_id);
+    }
+    Pending& p = it->second;
+    p.delivered[s.sample_index] = true;
+    deliver = p.request.on_sample;
+    if (--p.remaining == 0) pending_.erase(it);
+  }
+  deliver(std::move(s));
+  return "";
+}
+
+void RemoteSgsClient::fail_stream(Stream* stream, const std::string& error) {
+  FailedRequests failed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (int64_t id : stream->ids) {
+      auto it = pending_.find(id);
+      if (it == pending_.end()) continue;
+      Pending& p = it->second;
+      std::vector<int32_t> missing;
+      for (size_t i = 0; i < p.delivered.size(); ++i) {
+        if (!p.delivered[i]) missing.push_back(static_cast<int32_t>(i));
+      }
+      p.request.n = static_cast<int>(missing.size());
+      failed.requests.push_back(std::move(p.request));
+      failed.missing.push_back(std::move(missing));
+      pending_.erase(it);
+    }
+    if (error.empty() && !failed.requests.empty()) {
+      failed.error = "remote SGS " + url_ + ": /generate stream ended with " +
+                     std::to_string(failed.requests.size()) + " requests unfinished";
+    } else {
+      failed.error = error;
+    }
+    if (!failed.error.empty() && error_.empty()) error_ = failed.error;
+  }
+  if (!failed.requests.empty() || !failed.error.empty()) {
+    SLOG(kWarn) << failed.error << "; " << failed.requests.size() << " requests unfinished";
+    failed.url = url_;
+    if (on_failure_) on_failure_(std::move(failed));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  stream->done = true;
+}
+
+std::vector<int64_t> RemoteSgsClient::unfinished() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<int64_t> ids;
+  for (const auto& [id, p] : pending_) ids.push_back(id);
+  return ids;
+}
+
+int64_t RemoteSgsClient::outstanding_samples() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  int64_t n = 0;
+  for (const auto& [id, p] : pending_) n += p.remaining;
+  return n;
+}
+
+std::string RemoteSgsClient::error() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return error_;
+}
+
+void RemoteSgsClient::push_weight_buckets(const std::vector<std::string>& buckets) {
+  const auto deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                         std::chrono::duration<double>(options_.weight_timeout_s));
+  const std::string what = "remote SGS " + url_ + ": weight update";
+  for (size_t i = 0; i < buckets.size(); ++i) {
+    const double left = std::chrono::duration<double>(deadline - Clock::now()).count();
+    if (left <= 0) {
+      throw TimeoutError(what + " timed out after " + std::to_string(options_.weight_timeout_s) +
+                         " s (" + std::to_string(i) + " of " + std::to_string(buckets.size()) +
+                         " buckets sent)");
+    }
+    auto http = make_http(left);
+    auto res = http->Post("/update_weights", buckets[i], "application/octet-stream");
+    if (!res) {
+      const bool late = Clock::now() >= deadline;
+      const std::string msg = what + " failed at bucket " + std::to_string(i) + " of " +
+                              std::to_string(buckets.size()) + " (" +
+                              httplib::to_string(res.error()) + ")";
+      if (late) throw TimeoutError(msg);
+      throw RuntimeFailure(msg);
+    }
+    if (res->status != 200) {
+      throw RuntimeFailure(what + " rejected bucket " + std::to_string(i) + ": HTTP " +
+                           std::to_string(res->status) + ": " + error_message(res->body));
+    }
+    if (i + 1 == buckets.size()) {
+      const auto j = nlohmann::json::parse(res->body, nullptr, false);
+      if (!j.is_object() || !j.value("complete", false)) {
+        throw RuntimeFailure(what +
+                             ": the instance did not install the weights after the last "
+                             "bucket: " +
+                             res->body.substr(0, 200));
+      }
+    }
+  }
+}
+
+void RemoteSgsClient::update_weights(
+    int64_t version, const std::vector<std::pair<std::string, torch::Tensor>>& tensors) {
+  push_weight_buckets(encode_weight_buckets(version, tensors, options_.max_bucket_bytes));
+}
+
+int64_t RemoteSgsClient::health() {
+  auto http = make_http(options_.health_timeout_s);
+  auto res = http->Get("/health");
+  if (!res) {
+    throw RuntimeFailure("remote SGS " + url_ + " is unreachable (" +
+                         httplib::to_string(res.error()) + ")");
+  }
+  const auto j = nlohmann::json::parse(res->body, nullptr, false);
+  if (res->status != 200 || !j.is_object() || j.value("status", "") != "ok") {
+    throw RuntimeFailure("remote SGS " + url_ + " is unhealthy: HTTP " +
+                         std::to_string(res->status) + " " + res->body.substr(0, 200));
+  }
+  return j.value("weight_version", int64_t{0});
+}
+
+RemoteSgsPool::RemoteSgsPool(const std::vector<std::string>& urls, RemoteSgsOptions options,
+                             SampleCallback on_sample)
+    : options_(options), on_sample_(std::move(on_sample)) {
+  if (urls.empty()) throw InputError("remote SGS pool: no instance URLs");
+  dead_.assign(urls.size(), false);
+  errors_.assign(urls.size(), "");
+  for (size_t i = 0; i < urls.size(); ++i) {
+    clients_.push_back(std::make_unique<RemoteSgsClient>(
+        urls[i], options, [this, i](FailedRequests f) { on_failure(i, std::move(f)); }));
+  }
+}
+
+// Every client's streams end before any client goes away: a stream may still call back into the
+// pool and re-dispatch to another client.
+RemoteSgsPool::~RemoteSgsPool() {
+  closing_.store(true);
+  for (auto& c : clients_) c->close();
+}
+
+void RemoteSgsPool::submit(std::vector<engine::Request> requests) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& r : requests) {
+      Group& g = groups_[r.request_id];
+      g.index_map.resize(r.n);
+      for (int i = 0; i < r.n; ++i) g.index_map[i] = i;
+      g.remaining = r.n;
+    }
+  }
+  dispatch(std::move(requests));
+}
+
+void RemoteSgsPool::dispatch(std::vector<engine::Request> requests) {
+  // Least outstanding samples first; each request counts toward its instance as it is placed.
+  std::vector<std::vector<engine::Request>> per(clients_.size());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<int64_t> load(clients_.size(), 0);
+    bool any = false;
+    for (size_t i = 0; i < clients_.size(); ++i) {
+      if (!dead_[i]) {
+        load[i] = clients_[i]->outstanding_samples();
+        any = true;
+      }
+    }
+    if (!any) {
+      std::string why;
+      for (const auto& e : errors_) why += (why.empty() ? "" : "; ") + e;
+      throw RuntimeFailure("no live SGS instance (" + why + ")");
+    }
+    for (auto& r : requests) {
+      size_t best = clients_.size();
+      for (size_t i = 0; i < clients_.size(); ++i) {
+        if (!dead_[i] && (best == clients_.size() || load[i] < load[best])) best = i;
+      }
+      load[best] += r.n;
+      const int64_t id = r.request_id;
+      r.on_sample = [this, id](engine::Sample&& s) {
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          auto it = groups_.find(id);
+          if (it == groups_.end()) return;
+          s.sample_index = it->second.index_map.at(s.sample_index);
+          if (--it->second.remaining == 0) groups_.erase(it);
+        }
+        on_sample_(std::move(s));
+      };
+      per[best].push_back(std::move(r));
+    }
+  }
+  for (size_t i = 0; i < per.size(); ++i) {
+    if (!per[i].empty()) clients_[i]->submit(std::move(per[i]));
+  }
+}
+
+void RemoteSgsPool::on_failure(size_t instance, FailedRequests failed) {
+  if (closing_.load()) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!dead_[instance]) SLOG(kWarn) << "SGS instance marked dead: " << failed.error;
+    dead_[instance] = true;
+    errors_[instance] = failed.error;
+    for (size_t k = 0; k < failed.requests.size(); ++k) {
+      engine::Request& r = failed.requests[k];
+      auto& map = groups_[r.request_id].index_map;
+      std::vector<int32_t> next;
+      for (int32_t i : failed.missing[k]) next.push_back(map.at(i));
+      map = std::move(next);
+      // Another seed, so the re-dispatched samples do not repeat the delivered ones.
+      r.params.seed = r.params.seed * 6364136223846793005ULL + 1442695040888963407ULL;
+    }
+  }
+  if (failed.requests.empty()) return;
+  const auto count = static_cast<int64_t>(failed.requests.size());
+  redispatched_.fetch_add(count);
+  try {
+    dispatch(std::move(failed.requests));
+  } catch (const std::exception& e) {
+    SLOG(kError) << "could not re-dispatch " << count << " requests: " << e.what();
+  }
+}
+
+void RemoteSgsPool::update_weights(
+    int64_t version, const std::vector<std::pair<std::string, torch::Tensor>>& tensors) {
+  const auto buckets = encode_weight_buckets(version, tensors, options_.max_bucket_bytes);
+  std::vector<std::thread> threads;
+  std::vector<std::string> errors(clients_.size());
+  std::vector<size_t> targets;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = 0; i < clients_.size(); ++i) {
+      if (!dead_[i]) targets.push_back(i);
+    }
+  }
+  for (size_t i : targets) {
+    threads.emplace_back([&, i] {
+      try {
+        clients_[i]->push_weight_buckets(buckets);
+      } catch (const std::exception& e) {
+        errors[i] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  size_t installed = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i : targets) {
+      if (errors[i].empty()) {
+        ++installed;
+      } else {
+        SLOG(kWarn) << "SGS instance marked dead: " << errors[i];
+        dead_[i] = true;
+        errors_[i] = errors[i];
+      }
+    }
+  }
+  // A dead instance's streams fail on their own and re-dispatch their requests; one that only
+  // rejected the weights finishes what it already accepted, on the old version.
+  if (installed == 0) {
+    check_alive();
+    throw RuntimeFailure("weight version " + std::to_string(version) + " reached no SGS instance");
+  }
+}
+
+void RemoteSgsPool::check_alive() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string why;
+  for (size_t i = 0; i < clients_.size(); ++i) {
+    if (!dead_[i]) return;
+    why += (why.empty() ? "" : "; ") + errors_[i];
+  }
+  throw RuntimeFailure("every SGS instance is dead: " + why);
+}
+
+std::vector<std::string> RemoteSgsPool::live_urls() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> out;
+  for (size_t i = 0; i < clients_.size(); ++i) {
+    if (!dead_[i]) out.push_back(clients_[i]->url());
+  }
+  return out;
+}
+
+}  // namespace streamrl::dist

@@ -1,0 +1,177 @@
+// The trainer's side of remote SGS instances (DESIGN.md §9): `streamrl serve` processes reached by
+// URL. RemoteSgsClient talks to one instance: requests go out as `POST /generate` (token-id
+// prompts, the caller's request ids) and every sample streams back as it finishes, on a client
+// thread; weights go out as weight_wire buckets to `POST /update_weights`. RemoteSgsPool spreads
+// requests over several instances and re-dispatches the unfinished requests of an instance that
+// dies to the live ones, so no prompt is lost. Every wait is bounded; a failure names the URL.
+#pragma once
+
+#include <torch/types.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "streamrl/engine/engine.h"
+
+namespace httplib {
+class Client;
+}
+
+namespace streamrl::dist {
+
+struct RemoteSgsOptions {
+  double connect_timeout_s = 5;
+  // Longest silence allowed on a generate stream: a server sends nothing between finished samples,
+  // so this must exceed the longest sample's generation time (and at most the server's own
+  // --request-timeout is useful).
+  double stream_idle_timeout_s = 600;
+  double weight_timeout_s = 120;  // whole weight update (all buckets) to one instance
+  double health_timeout_s = 5;
+  size_t max_bucket_bytes = size_t{8} << 20;  // weight bucket size; the server takes up to 64 MiB
+  size_t max_requests_per_post = 64;          // a larger batch goes out as several streams
+};
+
+// Requests of an instance that failed, each with `n` reduced to the samples it had not delivered.
+// Re-submitted elsewhere, their samples are numbered from 0 again; `missing` says which indices
+// they stand for (RemoteSgsPool renumbers them).
+struct FailedRequests {
+  std::string url;
+  std::string error;  // one line naming the URL and what failed
+  std::vector<engine::Request> requests;
+  std::vector<std::vector<int32_t>> missing;  // per request: its sample indices not delivered
+};
+
+class RemoteSgsClient {
+ public:
+  using FailureCallback = std::function<void(FailedRequests)>;
+
+  // `url` like "http://127.0.0.1:8000" (scheme optional). `on_failure` runs on a client thread
+  // when a generate stream fails (connection lost, server error line, stream ended early, idle
+  // timeout); it receives that stream's unfinished requests. Connects lazily: no I/O here.
+  RemoteSgsClient(std::string url, RemoteSgsOptions options, FailureCallback on_failure);
+  ~RemoteSgsClient();  // close()
+
+  // Cancels the open streams (their requests are dropped, not reported) and joins their threads;
+  // later submits throw. Idempotent.
+  void close();
+  RemoteSgsClient(const RemoteSgsClient&) = delete;
+  RemoteSgsClient& operator=(const RemoteSgsClient&) = delete;
+
+  const std::string& url() const { return url_; }
+
+  // Sends `requests` (prompt ids, n, sampling params, length estimate) as one or more POSTs on new
+  // client threads and returns at once. Each finished sample goes to its request's `on_sample`,
+  // on that client thread, with the request's `request_id`. Throws InputError for a request
+  // without on_sample or prompt, or a request id that is already outstanding here.
+  void submit(std::vector<engine::Request> requests);
+
+  // Ids of the requests sent and not yet complete (in flight, not failed).
+  std::vector<int64_t> unfinished() const;
+  // Samples requested and not yet delivered, over all unfinished requests (a load measure).
+  int64_t outstanding_samples() const;
+  // The first stream failure's message, "" while none failed.
+  std::string error() const;
+
+  // Pushes the weight buckets (from encode_weight_buckets) of one version, in order, and returns
+  // once the instance has installed them. Throws TimeoutError past weight_timeout_s and
+  // RuntimeFailure (naming the URL) for an unreachable instance or a rejected bucket.
+  void push_weight_buckets(const std::vector<std::string>& buckets);
+  // encode_weight_buckets(version, tensors, max_bucket_bytes), then push_weight_buckets.
+  void update_weights(int64_t version,
+                      const std::vector<std::pair<std::string, torch::Tensor>>& tensors);
+
+  // GET /health within health_timeout_s: the installed weight version. Throws RuntimeFailure
+  // naming the URL when the instance is unreachable or reports itself broken.
+  int64_t health();
+
+ private:
+  struct Pending {
+    engine::Request request;
+    std::vector<bool> delivered;  // by sample_index
+    int remaining = 0;
+  };
+  struct Stream {
+    std::unique_ptr<httplib::Client> http;
+    std::thread thread;
+    std::vector<int64_t> ids;
+    bool done = false;
+  };
+
+  std::unique_ptr<httplib::Client> make_http(double read_timeout_s) const;
+  void run_stream(Stream* stream, std::string body);
+  // Delivers one NDJSON line; returns an error message for an error line or a bad sample.
+  std::string handle_line(const std::string& line);
+  void fail_stream(Stream* stream, const std::string& error);
+  void reap_finished_streams();
+
+  const std::string url_;
+  const RemoteSgsOptions options_;
+  const FailureCallback on_failure_;
+  std::atomic<bool> closing_{false};
+
+  mutable std::mutex mu_;
+  std::map<int64_t, Pending> pending_;
+  std::vector<std::unique_ptr<Stream>> streams_;
+  std::string error_;
+};
+
+// Several remote SGS instances behind one submit(): a RolloutGenerator for `streamrl serve` URLs.
+// Each request goes to the live instance with the fewest outstanding samples. When an instance
+// fails, it is marked dead and its unfinished requests go to the live ones, their samples
+// renumbered so each group still has sample indices 0..n-1.
+class RemoteSgsPool {
+ public:
+  using SampleCallback = std::function<void(engine::Sample&&)>;
+
+  // `on_sample` receives every finished sample (on client threads; it must be thread-safe).
+  // Throws InputError for no URLs.
+  RemoteSgsPool(const std::vector<std::string>& urls, RemoteSgsOptions options,
+                SampleCallback on_sample);
+  ~RemoteSgsPool();
+
+  // Queues `requests` (their on_sample is ignored; samples go to the pool's callback). Throws
+  // RuntimeFailure when no instance is alive.
+  void submit(std::vector<engine::Request> requests);
+
+  // Pushes `version` to every live instance in parallel; an instance that fails the push is marked
+  // dead (its requests re-dispatched). Throws RuntimeFailure when none installed it.
+  void update_weights(int64_t version,
+                      const std::vector<std::pair<std::string, torch::Tensor>>& tensors);
+
+  // Throws RuntimeFailure (with the instances' errors) when every instance is dead.
+  void check_alive() const;
+  // URLs of the live instances.
+  std::vector<std::string> live_urls() const;
+  // Requests re-dispatched after a failure, since construction.
+  int64_t redispatched_requests() const { return redispatched_.load(); }
+
+ private:
+  struct Group {
+    std::vector<int32_t> index_map;  // sample_index on the current instance -> original index
+    int remaining = 0;               // samples not yet delivered
+  };
+
+  void dispatch(std::vector<engine::Request> requests);
+  void on_failure(size_t instance, FailedRequests failed);
+
+  const RemoteSgsOptions options_;
+  const SampleCallback on_sample_;
+  std::atomic<bool> closing_{false};
+  std::vector<std::unique_ptr<RemoteSgsClient>> clients_;
+  mutable std::mutex mu_;
+  std::vector<bool> dead_;
+  std::vector<std::string> errors_;
+  std::map<int64_t, Group> groups_;  // by request id, until all its samples arrived
+  std::atomic<int64_t> redispatched_{0};
+};
+
+}  // namespace streamrl::dist

@@ -1,0 +1,276 @@
+// Trainer data parallelism across real processes: `streamrl launch` starts two copies of this test
+// binary (the DpWorker tests, which run only under the launcher) that join a Gloo process group
+// on localhost. A DP=2 step (half the batch per rank, summed loss over the global token count,
+// gradients all-reduced) gives the same parameters as DP=1 on the whole batch; a dead or silent
+// peer gives a clear error within the timeout instead of a hang.
+#include "streamrl/dist/process_group.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include "run_binary.h"
+#include "streamrl/core/errors.h"
+#include "streamrl/dist/launcher.h"
+#include "streamrl/model/transformer.h"
+
+namespace streamrl::dist {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr const char* kWorkerEnv = "STREAMRL_DIST_WORKER";
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// Worker tests run only inside `streamrl launch` started by a driver test below.
+#define REQUIRE_WORKER()                                                           \
+  if (std::getenv(kWorkerEnv) == nullptr || std::getenv("RANK") == nullptr) {      \
+    GTEST_SKIP() << "runs as a rank under streamrl launch (see the Launch tests)"; \
+  }
+
+model::CausalLM tiny_model(uint64_t seed) {
+  model::ModelConfig c;
+  c.vocab_size = 40;
+  c.hidden_size = 16;
+  c.intermediate_size = 24;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 2;
+  c.num_key_value_heads = 1;
+  c.head_dim = 8;
+  c.max_position_embeddings = 64;
+  c.initializer_range = 0.3;
+  return model::CausalLM(c, seed);
+}
+
+// A fixed batch of 4 right-padded sequences of different lengths.
+std::pair<torch::Tensor, torch::Tensor> batch() {
+  torch::manual_seed(7);
+  torch::Tensor tokens = torch::randint(0, 40, {4, 7}, torch::kLong);
+  torch::Tensor valid = torch::zeros({4, 7}, torch::kBool);
+  const int64_t lengths[] = {7, 3, 5, 6};
+  for (int b = 0; b < 4; ++b) valid[b].narrow(0, 0, lengths[b]).fill_(true);
+  return {tokens, valid};
+}
+
+// Two SGD steps on rows [begin, end) of the batch; the summed token loss is divided by the token
+// count of the whole batch across ranks, so the ranks' gradients add up to DP=1's.
+void train_steps(model::CausalLM& lm, ProcessGroup* group, int64_t begin, int64_t end) {
+  auto [tokens, valid] = batch();
+  tokens = tokens.narrow(0, begin, end - begin);
+  valid = valid.narrow(0, begin, end - begin);
+  torch::optim::SGD opt(lm->parameters(), torch::optim::SGDOptions(0.5).momentum(0.9));
+  for (int step = 0; step < 2; ++step) {
+    opt.zero_grad();
+    const double local_tokens = valid.sum().item<double>() - tokens.size(0);
+    const double global_tokens =
+        group ? group->all_reduce_sum(std::vector<double>{local_tokens})[0] : local_tokens;
+    const torch::Tensor loss = -lm->score(tokens, valid).logprobs.sum() / global_tokens;
+    loss.backward();
+    if (group) all_reduce_gradients(*group, lm->parameters());
+    opt.step();
+  }
+}
+
+double max_abs_diff(model::CausalLM& a, model::CausalLM& b) {
+  double m = 0;
+  auto pa = a->parameters(), pb = b->parameters();
+  for (size_t i = 0; i < pa.size(); ++i) {
+    m = std::max(m, (pa[i] - pb[i]).abs().max().item<double>());
+  }
+  return m;
+}
+
+TEST(DpWorker, DataParallelStepMatchesSingleProcess) {
+  REQUIRE_WORKER();
+  torch::set_num_threads(1);
+  ProcessGroup group(process_group_options_from_env(std::chrono::seconds(30)));
+  ASSERT_EQ(group.world_size(), 2);
+  const int rank = group.rank();
+
+  // Ranks start from different weights; the broadcast gives every rank rank 0's.
+  model::CausalLM dp = tiny_model(100 + rank);
+  {
+    auto params = dp->parameters();
+    group.broadcast_from_rank0(params);
+  }
+  model::CausalLM start = tiny_model(100);
+  EXPECT_EQ(max_abs_diff(dp, start), 0.0);
+
+  train_steps(dp, &group, 2 * rank, 2 * rank + 2);
+
+  model::CausalLM single = tiny_model(100);
+  train_steps(single, nullptr, 0, 4);
+  model::CausalLM local_only = tiny_model(100);
+  train_steps(local_only, nullptr, 2 * rank, 2 * rank + 2);
+
+  const double diff = max_abs_diff(dp, single);
+  const double moved = max_abs_diff(single, start);
+  const double without_sync = max_abs_diff(local_only, single);
+  std::printf("dp2 vs dp1: max |diff| = %.3g; update size %.3g; without all-reduce %.3g\n", diff,
+              moved, without_sync);
+  EXPECT_LT(diff, 1e-5);
+  EXPECT_GT(moved, 1e-2);         // the steps changed the weights
+  EXPECT_GT(without_sync, 1e-3);  // and a rank's own half alone would not match
+  group.barrier();
+}
+
+TEST(DpWorker, DeadPeerIsAnErrorNotAHang) {
+  REQUIRE_WORKER();
+  ProcessGroup group(process_group_options_from_env(std::chrono::seconds(5)));
+  std::vector<torch::Tensor> t = {torch::ones({3})};
+  group.all_reduce_sum(t);
+  EXPECT_EQ(t[0][0].item<float>(), 2.0f);
+  if (group.rank() == 1) _exit(0);  // dies without a word, sockets and all
+  const auto start = Clock::now();
+  try {
+    group.all_reduce_sum(t);
+    ADD_FAILURE() << "all_reduce with a dead peer returned";
+  } catch (const RuntimeFailure& e) {
+    std::printf("dead peer error after %.2f s: %s\n", seconds_since(start), e.what());
+    EXPECT_NE(std::string(e.what()).find("all_reduce failed"), std::string::npos);
+  }
+  EXPECT_LT(seconds_since(start), 8.0);
+}
+
+TEST(DpWorker, SilentPeerTimesOut) {
+  REQUIRE_WORKER();
+  ProcessGroup group(process_group_options_from_env(std::chrono::seconds(2)));
+  group.barrier();
+  if (group.rank() == 1) {
+    std::this_thread::sleep_for(std::chrono::seconds(60));  // alive, never joins the collective
+    return;
+  }
+  const auto start = Clock::now();
+  std::vector<double> v = {1.0};
+  EXPECT_THROW(group.all_reduce_sum(v), TimeoutError);
+  std::printf("silent peer timeout after %.2f s\n", seconds_since(start));
+  EXPECT_LT(seconds_since(start), 6.0);
+  std::fflush(stdout);
+  _exit(3);  // a failing rank: the launcher must stop the silent one
+}
+
+// Runs the DpWorker test `name` as 2 ranks under `streamrl launch`.
+testing_util::RunResult launch_workers(const std::string& name, int timeout_s = 60) {
+  setenv(kWorkerEnv, "1", 1);
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  auto r = testing_util::run_streamrl(
+      {"launch", "--nproc", "2", "--grace", "1", "--timeout", std::to_string(timeout_s),
+       "--program", self, "--", "--gtest_filter=DpWorker." + name},
+      timeout_s + 30);
+  unsetenv(kWorkerEnv);
+  return r;
+}
+
+TEST(Launch, DataParallelTwoRanksMatchOneRank) {
+  auto r = launch_workers("DataParallelStepMatchesSingleProcess");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("[rank 0] dp2 vs dp1"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("[rank 1] dp2 vs dp1"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("SKIPPED ] DpWorker"), std::string::npos) << r.output;
+}
+
+TEST(Launch, DeadPeerGivesAClearErrorWithinTheTimeout) {
+  const auto start = Clock::now();
+  auto r = launch_workers("DeadPeerIsAnErrorNotAHang");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("[rank 0] dead peer error after"), std::string::npos) << r.output;
+  EXPECT_LT(seconds_since(start), 30.0);
+}
+
+TEST(Launch, FailingRankStopsTheOthers) {
+  const auto start = Clock::now();
+  auto r = launch_workers("SilentPeerTimesOut");
+  EXPECT_EQ(r.exit_code, 3) << r.output;
+  EXPECT_NE(r.output.find("[rank 0] silent peer timeout after"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("rank 0 exited with code 3; stopping the other ranks"), std::string::npos)
+      << r.output;
+  EXPECT_LT(seconds_since(start), 30.0);  // rank 1 would sleep 60 s
+}
+
+TEST(Launch, SetsTorchrunEnvironmentAndPrefixesOutput) {
+  auto r = testing_util::run_streamrl(
+      {"launch", "--nproc", "3", "--program", "/bin/sh", "--", "-c",
+       "echo env $RANK $LOCAL_RANK $WORLD_SIZE $MASTER_ADDR $MASTER_PORT; echo err $RANK >&2"});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  for (int rank = 0; rank < 3; ++rank) {
+    const std::string p = "[rank " + std::to_string(rank) + "] ";
+    EXPECT_NE(r.output.find(p + "env " + std::to_string(rank) + " " + std::to_string(rank) +
+                            " 3 127.0.0.1 "),
+              std::string::npos)
+        << r.output;
+    EXPECT_NE(r.output.find(p + "err " + std::to_string(rank)), std::string::npos) << r.output;
+  }
+}
+
+TEST(Launch, TimeoutAndBadUsage) {
+  const auto start = Clock::now();
+  auto r = testing_util::run_streamrl(
+      {"launch", "--nproc", "2", "--timeout", "1", "--program", "/bin/sh", "--", "-c", "sleep 30"});
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("timed out after 1 s"), std::string::npos) << r.output;
+  EXPECT_LT(seconds_since(start), 15.0);
+
+  r = testing_util::run_streamrl(
+      {"launch", "--nproc", "2", "--program", "/nonexistent", "--", "x"});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("not an executable"), std::string::npos) << r.output;
+}
+
+TEST(ProcessGroup, WorldOfOneIsTheIdentity) {
+  ProcessGroup group(ProcessGroupOptions{});
+  std::vector<torch::Tensor> t = {torch::arange(3, torch::kFloat)};
+  group.all_reduce_sum(t);
+  group.broadcast_from_rank0(t);
+  group.barrier();
+  EXPECT_TRUE(torch::equal(t[0], torch::arange(3, torch::kFloat)));
+  EXPECT_EQ(group.all_reduce_sum(std::vector<double>{2.5}), std::vector<double>{2.5});
+}
+
+TEST(ProcessGroup, MissingPeerTimesOutAtRendezvous) {
+  ProcessGroupOptions o;
+  o.world_size = 2;
+  o.master_port = free_port();
+  o.timeout = std::chrono::milliseconds(1500);
+  const auto start = Clock::now();
+  try {
+    ProcessGroup group(o);
+    ADD_FAILURE() << "rendezvous without the peer succeeded";
+  } catch (const RuntimeFailure& e) {
+    std::printf("missing peer after %.2f s: %s\n", seconds_since(start), e.what());
+    EXPECT_NE(std::string(e.what()).find("rendezvous at 127.0.0.1:"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_LT(seconds_since(start), 10.0);
+}
+
+TEST(ProcessGroup, OptionsFromEnvironment) {
+  for (const char* v : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"}) {
+    unsetenv(v);
+  }
+  EXPECT_EQ(process_group_options_from_env().world_size, 1);
+  setenv("RANK", "1", 1);
+  setenv("WORLD_SIZE", "2", 1);
+  EXPECT_THROW(process_group_options_from_env(), InputError);  // no MASTER_ADDR
+  setenv("MASTER_ADDR", "10.0.0.1", 1);
+  setenv("MASTER_PORT", "29511", 1);
+  auto o = process_group_options_from_env();
+  EXPECT_EQ(o.rank, 1);
+  EXPECT_EQ(o.local_rank, 1);
+  EXPECT_EQ(o.master_addr, "10.0.0.1");
+  EXPECT_EQ(o.master_port, 29511);
+  setenv("RANK", "2", 1);
+  EXPECT_THROW(process_group_options_from_env(), InputError);
+  setenv("RANK", "x", 1);
+  EXPECT_THROW(process_group_options_from_env(), InputError);
+  for (const char* v : {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"}) unsetenv(v);
+}
+
+}  // namespace
+}  // namespace streamrl::dist
