@@ -4,6 +4,7 @@
 #include "engine_throughput.h"
 #include "learning_bench.h"
 #include "model_speed.h"
+#include "rl_modes_bench.h"
 #include "skew_bench.h"
 #include "tokenizer_speed.h"
 
@@ -19,6 +20,8 @@ const std::vector<Benchmark>& all_benchmarks() {
        run_learning},
       {"model_speed", "training fwd+bwd and decode tokens/s of the tiny model vs the GEMM roofline",
        run_model_speed},
+      {"rl_modes", "colocate / disagg / stream / async on the same GRPO workload and cores",
+       run_rl_modes},
       {"skew", "SGS dispatch: Random-FIFO vs skew-aware (ranker, oracle) on 2 instances, recall",
        run_skew_bench},
       {"tokenizer", "tokenizer.json encode/decode MB/s on a trained 2k-merge byte-level BPE",

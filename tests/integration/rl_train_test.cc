@@ -210,6 +210,25 @@ TEST_F(RlTrain, AsyncRespectsTheStalenessBound) {
   EXPECT_GT(refused, 0);
 }
 
+// Two SGS instances with skew-aware dispatch: the length ranker is refitted online from the
+// rollouts and its recall is logged; every sample still arrives and trains.
+TEST_F(RlTrain, StreamWithTwoInstancesAndTheOnlineRanker) {
+  auto r = run_streamrl({"train", "--config", dir_ + "/rl.yaml", "mode=stream", "run.name=sgs2",
+                         "train.iterations=3", "sgs.instances=2", "sgs.dispatch=skew_aware",
+                         "sgs.ranker.refit_every=1", "sgs.ranker.steps=20",
+                         "sgs.ranker.hidden_size=16", "sgs.ranker.heads=2", "eval.n=0", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  int with_ranker = 0, iterations = 0;
+  for (const auto& rec : read_metrics(dir_ + "/runs/sgs2/metrics.jsonl")) {
+    if (!rec.contains("reward_mean")) continue;
+    ++iterations;
+    EXPECT_EQ(rec["samples"].get<int>(), 12);
+    if (rec.contains("ranker")) ++with_ranker;
+  }
+  EXPECT_EQ(iterations, 3);
+  EXPECT_GE(with_ranker, 2);
+}
+
 TEST_F(RlTrain, UnknownModeAndMissingPolicyAreInputErrors) {
   auto r = run_streamrl({"train", "--config", dir_ + "/rl.yaml", "mode=nope"});
   EXPECT_EQ(r.exit_code, 2) << r.output;

@@ -36,9 +36,12 @@ std::vector<ScoredSample> make_samples(model::CausalLM& m, int n) {
 
 // Runs one step over `samples` delivered in `chunks` (eager), returns the flattened parameters.
 torch::Tensor step_params(RlLossConfig loss, int budget, const std::vector<int>& chunks,
-                          UpdateResult* result) {
+                          UpdateResult* result, bool zero_some = false) {
   model::CausalLM m = tiny_model();
   auto samples = make_samples(m, 12);
+  if (zero_some) {
+    for (size_t i = 0; i < samples.size(); i += 3) samples[i].advantage = 0.0;
+  }
   // eps = 1 makes Adam's first update ~ lr * g, so the comparison sees the gradients themselves
   // rather than sign(g) of components that cancel to ~0 (see rl_train_test.cc).
   OptimConfig oc;
@@ -80,6 +83,22 @@ TEST(PolicyStep, SameUpdateForAnySplitAndArrivalOrder) {
     EXPECT_NEAR(whole.metrics.ratio_mean(), 1.0, 1e-5);
     EXPECT_EQ(whole.metrics.clip_fraction(), 0.0);
   }
+}
+
+// Zero-advantage samples skip forward/backward (no KL or entropy in the loss) but still count in
+// the denominator: the update equals the one that ran them (a negligible entropy coefficient
+// forces that path).
+TEST(PolicyStep, SkippingZeroAdvantageSamplesKeepsTheUpdate) {
+  RlLossConfig skip;
+  RlLossConfig run_all;
+  run_all.entropy_coef = 1e-30;
+  UpdateResult a, b;
+  torch::Tensor pa = step_params(skip, 64, {5, 7}, &a, /*zero_some=*/true);
+  torch::Tensor pb = step_params(run_all, 64, {5, 7}, &b, /*zero_some=*/true);
+  EXPECT_EQ(a.skipped_samples, 4);
+  EXPECT_EQ(b.skipped_samples, 0);
+  EXPECT_EQ(a.tokens, b.tokens);
+  EXPECT_LT((pa - pb).abs().max().item<double>(), 1e-6);
 }
 
 TEST(PolicyStep, EmptyStepLeavesParametersFinite) {

@@ -214,7 +214,10 @@ ScoreOutput CausalLMImpl::score(const Tensor& tokens, const Tensor& valid,
 
   Tensor hidden = run(tokens, positions, mask, nullptr, nullptr);
   Tensor logits = output_logits(hidden);  // [B, T, V]; position t predicts token t+1
-  Tensor logp = torch::log_softmax(logits.narrow(1, 0, T - 1), -1);
+  TORCH_CHECK(options.temperature > 0, "score: temperature must be > 0, got ", options.temperature);
+  Tensor shifted = logits.narrow(1, 0, T - 1);
+  if (options.temperature != 1.0) shifted = shifted / options.temperature;
+  Tensor logp = torch::log_softmax(shifted, -1);
   Tensor target = tokens.narrow(1, 1, T - 1).unsqueeze(-1);
   // A target counts only when it and its predecessor are valid (the first token has no context).
   Tensor scored = valid_b.narrow(1, 1, T - 1) & valid_b.narrow(1, 0, T - 1);

@@ -16,6 +16,9 @@ class KVCache;
 struct ScoreOptions {
   bool return_logits = false;   // keep [B, T, V] logits
   bool return_entropy = false;  // per-token entropy of the predictive distribution
+  // Log-probs (and entropy) of softmax(logits / temperature): the distribution a sampler with
+  // this temperature drew from, so RL ratios compare like with like. Logits stay unscaled.
+  double temperature = 1.0;
 };
 
 struct ScoreOutput {

@@ -51,11 +51,19 @@ std::vector<float> reference_logprobs(model::CausalLM& ref, const engine::Sample
 PolicyStep::PolicyStep(model::CausalLM& model, torch::optim::Optimizer& optimizer,
                        const RlLossConfig& loss, const UpdateConfig& config)
     : model_(model), optimizer_(optimizer), loss_(loss), config_(config) {
+  const bool kl_in_loss = loss.kl.placement == KlPlacement::kLoss && loss.kl.coef > 0;
+  skip_zero_advantage_ = !kl_in_loss && loss.entropy_coef == 0;
   optimizer_.zero_grad();
 }
 
 void PolicyStep::add(std::vector<ScoredSample> samples, bool eager) {
   for (auto& s : samples) {
+    if (skip_zero_advantage_ && s.advantage == 0.0) {
+      result_.tokens += static_cast<int64_t>(s.sample.output_ids.size());
+      sequences_ += s.sample.output_ids.empty() ? 0 : 1;
+      result_.skipped_samples += 1;
+      continue;
+    }
     buffered_tokens_ += total_tokens(s);
     buffer_.push_back(std::move(s));
   }
@@ -100,13 +108,14 @@ void PolicyStep::run_micro_batch(const std::vector<const ScoredSample*>& rows) {
   if (!rows.front()->ref_logprobs.empty() && loss_.kl.placement == KlPlacement::kLoss) {
     in.ref_logp = place(rows, T, ref_field);
   }
+  model::ScoreOptions opt;
+  opt.temperature = config_.temperature;
   if (config_.recompute_old_logprobs) {
     torch::NoGradGuard no_grad;
-    in.old_logp = model_->score(seq.tokens, seq.valid).logprobs;
+    in.old_logp = model_->score(seq.tokens, seq.valid, opt).logprobs;
   } else {
     in.old_logp = in.beh_logp;
   }
-  model::ScoreOptions opt;
   opt.return_entropy = true;  // always logged (DESIGN.md §8)
   model::ScoreOutput out = model_->score(seq.tokens, seq.valid, opt);
   in.logp = out.logprobs;

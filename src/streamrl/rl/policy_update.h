@@ -31,6 +31,9 @@ struct UpdateConfig {
   // generator's (false: valid when the generator ran the same weights, as in colocate and sync
   // modes, where they agree to ~1e-5; saves one forward pass per micro-batch).
   bool recompute_old_logprobs = false;
+  // The rollout's sampling temperature: the trainer scores softmax(logits / temperature), the
+  // distribution the engine sampled from and recorded log-probs of (verl does the same).
+  double temperature = 1.0;
 };
 
 struct UpdateResult {
@@ -38,7 +41,8 @@ struct UpdateResult {
   double grad_norm = 0;
   double lr = 0;
   int64_t micro_batches = 0;
-  int64_t tokens = 0;
+  int64_t tokens = 0;           // output tokens in the global count (skipped samples included)
+  int64_t skipped_samples = 0;  // zero-advantage samples that needed no forward/backward
   double seconds = 0;  // forward/backward and optimizer step, excluding waits between add()s
 };
 
@@ -54,7 +58,9 @@ class PolicyStep {
              const UpdateConfig& config);
 
   // Buffers samples whose advantages are set. With `eager`, runs forward/backward as soon as a
-  // micro-batch's worth of tokens is buffered (stream modes); otherwise only at flush().
+  // micro-batch's worth of tokens is buffered (stream modes); otherwise only at flush(). A sample
+  // whose advantage is exactly 0 has no gradient when neither KL nor entropy is in the loss; it
+  // then only counts in the global denominator and skips forward/backward.
   void add(std::vector<ScoredSample> samples, bool eager);
 
   // Runs forward/backward over everything still buffered, packed longest first.
@@ -81,6 +87,7 @@ class PolicyStep {
   int64_t buffered_tokens_ = 0;  // prompt + output tokens in buffer_
   UpdateResult result_;
   double sequences_ = 0;  // trained sequences (with at least one output token)
+  bool skip_zero_advantage_ = false;
   telemetry::Trace* trace_ = nullptr;
   int trace_track_ = 0;
 };

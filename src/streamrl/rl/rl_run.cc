@@ -20,6 +20,7 @@
 #include "streamrl/rl/rollout_generator.h"
 #include "streamrl/rl/sequences.h"
 #include "streamrl/rl/train_checkpoint.h"
+#include "streamrl/sgs/dispatch.h"
 #include "streamrl/tasks/dataset.h"
 #include "streamrl/tasks/length_stats.h"
 #include "streamrl/tasks/split.h"
@@ -52,15 +53,18 @@ RlRunConfig RlRunConfig::from_config(const core::Config& root) {
   train.get("iterations", c.iterations);
   train.get("micro_batch_tokens", c.update.micro_batch_tokens);
   train.get("recompute_old_logprobs", c.update.recompute_old_logprobs);
+  c.update.temperature = c.temperature;
   c.optim.total_steps = c.iterations;
   c.optim.read(train.section("optim"));
   c.optim.total_steps = c.iterations;
   core::Config algo = root.section("algo");
   c.adv.read(algo);
   c.loss.read(algo);
-  core::Config resources = root.section("resources");
-  resources.get("generator_threads", c.generator_threads);
-  resources.get("trainer_threads", c.trainer_threads);
+  root.section("resources").get("trainer_threads", c.trainer_threads);
+  sgs::SgsConfig sgs_defaults;
+  sgs_defaults.instances = 1;
+  sgs_defaults.dispatch.policy = sgs::DispatchPolicy::kLeastLoaded;
+  c.sgs = sgs::SgsConfig::read(root.section("sgs"), sgs_defaults);
   root.section("async").get("max_staleness", c.max_staleness);
   rollout.get("sample_timeout_s", c.sample_timeout_s);
   root.section("telemetry").get("trace", c.trace);
@@ -71,11 +75,10 @@ RlRunConfig RlRunConfig::from_config(const core::Config& root) {
     throw InputError("mode '" + c.mode +
                      "' is unknown (available: colocate, disagg, stream, async)");
   }
-  if (c.generator_threads < 1 || c.trainer_threads < 1 || c.max_staleness < 0 ||
-      !(c.sample_timeout_s > 0)) {
+  if (c.trainer_threads < 1 || c.max_staleness < 0 || !(c.sample_timeout_s > 0)) {
     throw InputError(
-        "resources.generator_threads and resources.trainer_threads must be >= 1, "
-        "async.max_staleness >= 0 and rollout.sample_timeout_s > 0");
+        "resources.trainer_threads must be >= 1, async.max_staleness >= 0 and "
+        "rollout.sample_timeout_s > 0");
   }
   if (c.iterations < 1 || c.prompts_per_iteration < 1 || c.group_size < 1) {
     throw InputError(
@@ -139,8 +142,7 @@ class RlLoop {
         async_(c.mode == "async") {}
 
   void start(std::unique_ptr<RolloutGenerator> generator, int64_t first_iteration) {
-    gen_ = std::move(generator);
-    if (dedicated_) gen_->update_weights(first_iteration, policy_);
+    gen_ = std::move(generator);  // a dedicated pool starts from a copy of the trainer's weights
     submit(first_iteration);
     if (async_ && first_iteration + 1 < c_.iterations) submit(first_iteration + 1);
   }
@@ -198,13 +200,13 @@ class RlLoop {
 
     // New weights, then the next prompts: the engine installs them before admitting those.
     const int64_t version = k + 1;
-    if (dedicated_) {
+    {
       const auto t0 = Clock::now();
       telemetry::ScopedSpan span(trace_, kTrainerTrack, "weight transfer");
-      gen_->update_weights(version, policy_);
+      gen_->update_weights(version, policy_);  // colocated: only the version (same module)
       st->weight_update_s = since(t0);
     }
-    if (!dedicated_) gen_->set_weight_version(version);  // same module, changed in place
+    ranker_metrics_ = gen_->end_iteration();
     const int64_t next = async_ ? k + 2 : k + 1;
     if (next < c_.iterations) submit(next);
     if (dedicated_) gen_seconds_ = gen_->busy_seconds() - gen_busy0;
@@ -212,6 +214,7 @@ class RlLoop {
   }
 
   double generator_seconds() const { return gen_seconds_; }
+  const std::optional<nlohmann::json>& ranker_metrics() const { return ranker_metrics_; }
   int64_t refused() const { return refused_; }
 
  private:
@@ -225,6 +228,7 @@ class RlLoop {
       b.problems.push_back(tasks::draw_problem(task_, c_.run.seed, tasks::Split::kTrain, index));
     }
     const int max_seq_len = static_cast<int>(policy_->config().max_position_embeddings);
+    std::vector<engine::Request> requests;
     for (int i = 0; i < P; ++i) {
       engine::Request r;
       r.request_id = k * P + i;
@@ -236,8 +240,9 @@ class RlLoop {
           std::min<int>(c_.max_new_tokens, max_seq_len - static_cast<int>(r.prompt_ids.size()));
       r.params.seed = c_.run.seed * 1000003ull + static_cast<uint64_t>(k);
       r.params.stop_token_ids = prompts_.stop_ids();
-      gen_->submit(std::move(r));
+      requests.push_back(std::move(r));
     }
+    gen_->submit(std::move(requests));
   }
 
   engine::Sample next_sample(IterationStats* st) {
@@ -265,6 +270,7 @@ class RlLoop {
     const int i = static_cast<int>(s.request_id % c_.prompts_per_iteration);
     IterationBatch& b = batches_.at(j);
     b.arrived[i] += 1;
+    gen_->observe(s);  // ranker and length distribution for the next dispatch
     // Trained at step j with weights j: refuse samples from weights older than j - bound.
     if (j - s.weight_version > c_.max_staleness) {
       b.refused += 1;
@@ -329,6 +335,7 @@ class RlLoop {
   std::map<int64_t, IterationBatch> batches_;
   double gen_seconds_ = 0;
   int64_t refused_ = 0;
+  std::optional<nlohmann::json> ranker_metrics_;
 };
 
 }  // namespace
@@ -368,7 +375,9 @@ nlohmann::json run_rl(const RlRunConfig& c, const std::string& resolved_config_y
   telemetry::Trace* trace = c.trace ? &trace_store : nullptr;
   if (trace) {
     trace->name_track(kTrainerTrack, "trainer (" + c.mode + ")");
-    trace->name_track(kGeneratorTrack, "SGS instance 0");
+    for (int i = 0; i < (dedicated ? c.sgs.instances : 1); ++i) {
+      trace->name_track(kGeneratorTrack + i, "SGS instance " + std::to_string(i));
+    }
   }
 
   auto evaluate_now = [&]() {
@@ -392,8 +401,7 @@ nlohmann::json run_rl(const RlRunConfig& c, const std::string& resolved_config_y
   ec.trace = trace;
   ec.trace_track = kGeneratorTrack;
   RlLoop loop(c, task, prompts, policy, ref, *optimizer, trace);
-  loop.start(dedicated ? RolloutGenerator::dedicated(model::load_model(c.init_from), ec, start_iter,
-                                                     c.generator_threads)
+  loop.start(dedicated ? RolloutGenerator::dedicated(policy, ec, c.sgs, start_iter)
                        : RolloutGenerator::colocated(policy, ec, start_iter),
              start_iter);
 
@@ -441,6 +449,7 @@ nlohmann::json run_rl(const RlRunConfig& c, const std::string& resolved_config_y
         {"ppo_kl", m.ppo_kl()},
         {"loss", m.loss},
         {"grad_norm", up.grad_norm},
+        {"skipped_zero_advantage", up.skipped_samples},
         {"lr", up.lr},
         {"samples", st.rewards.size()},
         {"generated_tokens_per_s", st.generated_tokens / std::max(1e-9, gen_s)},
@@ -458,6 +467,7 @@ nlohmann::json run_rl(const RlRunConfig& c, const std::string& resolved_config_y
          {{"generator", std::max(0.0, 1.0 - gen_s / iter_s)},
           {"trainer", std::max(0.0, 1.0 - trainer_busy / iter_s)}}},
     };
+    if (loop.ranker_metrics()) rec["ranker"] = *loop.ranker_metrics();
     if (c.eval_every > 0 && done % c.eval_every == 0 && done < c.iterations && c.eval.n > 0) {
       rec["eval"] = evaluate_now().to_json();
     }

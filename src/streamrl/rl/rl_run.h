@@ -18,6 +18,7 @@
 #include "streamrl/rl/policy_update.h"
 #include "streamrl/rl/rl_config.h"
 #include "streamrl/rl/run_options.h"
+#include "streamrl/sgs/sgs_config.h"
 
 namespace streamrl::rl {
 
@@ -39,9 +40,12 @@ struct RlRunConfig {
   OptimConfig optim;
   RlLossConfig loss;
   AdvantageOptions adv;
-  // resources of the dedicated modes (colocate uses run.threads for both stages)
-  int generator_threads = 1;
+  // Resources of the dedicated modes (colocate uses run.threads for both stages): the trainer's
+  // cores, and the SGS instances (`sgs:` section; generator cores = instances x
+  // threads_per_instance). RL defaults to one instance with least-loaded dispatch (on this
+  // 2-core machine skew-aware dispatch was measured slower, see bench skew).
   int trainer_threads = 1;
+  sgs::SgsConfig sgs;
   int max_staleness = 1;          // async: oldest weight version a trained sample may come from
   double sample_timeout_s = 600;  // longest wait for the next sample before the run fails
   bool trace = true;              // write <run>/trace.json

@@ -1,33 +1,21 @@
-// The generation side of an RL run (DESIGN.md §1): one continuous-batching engine that streams
-// every finished sample into a queue the trainer drains. Colocated, it shares the trainer's module
-// and runs on the caller's thread when asked; dedicated, it owns a copy of the weights and runs on
-// its own thread with its own core budget, receiving new weights through update_weights().
+// The generation side of an RL run (DESIGN.md §1): continuous-batching engines that stream every
+// finished sample into one queue the trainer drains. Colocated, one engine shares the trainer's
+// module and runs on the caller's thread when asked. Dedicated, an SGS instance pool (sgs/) owns
+// copies of the weights, each instance on its own thread and cores; each iteration's requests are
+// dispatched over the instances (random, least-loaded or skew-aware with the length ranker) and
+// new weights arrive through update_weights().
 #pragma once
 
-#include <chrono>
-#include <condition_variable>
-#include <deque>
 #include <memory>
-#include <mutex>
 #include <optional>
+#include <vector>
 
 #include "streamrl/engine/engine.h"
-#include "streamrl/engine/engine_thread.h"
+#include "streamrl/sgs/instance_pool.h"
+#include "streamrl/sgs/length_ranker.h"
+#include "streamrl/sgs/sgs_config.h"
 
 namespace streamrl::rl {
-
-// Finished samples in completion order; any thread may push, one consumer pops.
-class SampleQueue {
- public:
-  void push(engine::Sample sample);
-  // The oldest sample, or nullopt when none arrived within `timeout`.
-  std::optional<engine::Sample> pop(std::chrono::milliseconds timeout);
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<engine::Sample> samples_;
-};
 
 class RolloutGenerator {
  public:
@@ -35,39 +23,53 @@ class RolloutGenerator {
   static std::unique_ptr<RolloutGenerator> colocated(model::CausalLM model,
                                                      const engine::EngineConfig& config,
                                                      int64_t weight_version);
-  // Dedicated: `model` is a private copy; the engine thread starts at once with `threads` cores.
-  static std::unique_ptr<RolloutGenerator> dedicated(model::CausalLM model,
+  // Dedicated: the pool copies `model`'s weights into `sgs.instances` instances whose threads start
+  // at once. For skew-aware dispatch a PTL profile is read from sgs.profile or measured here.
+  static std::unique_ptr<RolloutGenerator> dedicated(model::CausalLM& model,
                                                      const engine::EngineConfig& config,
-                                                     int64_t weight_version, int threads);
+                                                     const sgs::SgsConfig& sgs,
+                                                     int64_t weight_version);
   ~RolloutGenerator();
 
-  // Queues a request; its samples go to queue() as they finish.
-  void submit(engine::Request request);
-  SampleQueue& queue() { return queue_; }
+  // Queues one iteration's requests; dedicated, they are dispatched over the instances. Samples go
+  // to queue() as they finish.
+  void submit(std::vector<engine::Request> requests);
+  sgs::SampleQueue& queue() { return queue_; }
+
+  // Per-sample feedback for the length ranker and the rolling length distribution (dedicated
+  // skew-aware dispatch; a no-op otherwise). Call end_iteration() once per iteration; it returns
+  // the ranker's metrics when it refitted.
+  void observe(const engine::Sample& sample);
+  std::optional<nlohmann::json> end_iteration();
 
   // Colocated only: runs the engine on this thread until nothing is waiting or running.
   void drive_until_idle();
 
-  // Dedicated only: the in-process weight channel. Copies the parameters of `trainer` (so training
-  // may continue at once) and installs them as `version` at the engine's next step boundary.
+  // The in-process weight channel. Dedicated: copies the parameters of `trainer` (so training may
+  // continue at once) and installs them as `version` at each instance's next step boundary.
+  // Colocated: the trainer changed the shared module in place; later samples carry `version`.
   void update_weights(int64_t version, model::CausalLM& trainer);
 
-  // Colocated only: the trainer changed the shared module in place; later samples carry `version`.
-  void set_weight_version(int64_t version);
+  // Throws RuntimeFailure when an engine thread has died (with its error).
+  void check_alive();
 
-  // Throws RuntimeFailure when the engine thread has died (with its error).
-  void check_alive() const;
-
-  bool dedicated() const { return thread_ != nullptr; }
-  double busy_seconds() const { return engine_->stats().busy_seconds; }
+  bool dedicated() const { return pool_ != nullptr; }
+  // Engine busy time summed over instances, divided by their number (the role's mean busy time).
+  double busy_seconds() const;
+  int instances() const { return pool_ ? pool_->size() : 1; }
 
  private:
-  RolloutGenerator(model::CausalLM model, const engine::EngineConfig& config,
-                   int64_t weight_version);
+  RolloutGenerator() = default;
 
-  SampleQueue queue_;
-  std::unique_ptr<engine::Engine> engine_;
-  std::unique_ptr<engine::EngineThread> thread_;
+  sgs::SampleQueue queue_;
+  std::unique_ptr<engine::Engine> engine_;   // colocated
+  std::unique_ptr<sgs::InstancePool> pool_;  // dedicated
+  sgs::SgsConfig sgs_;
+  std::optional<engine::Profile> profile_;  // skew-aware only
+  sgs::LengthWindow lengths_;
+  std::unique_ptr<sgs::LengthRanker> ranker_;
+  std::unique_ptr<sgs::OnlineRankerTrainer> ranker_trainer_;
+  bool ranker_fitted_ = false;
 };
 
 }  // namespace streamrl::rl

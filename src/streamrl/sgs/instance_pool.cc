@@ -67,7 +67,9 @@ InstancePool::InstancePool(model::CausalLM& model, const PoolConfig& config, Sam
     model::CausalLM copy(model->config());
     model::load_weights(copy, weights, "sgs pool copy");
     copy->eval();
-    inst->engine = std::make_unique<engine::Engine>(copy, config_.engine, weight_version);
+    engine::EngineConfig ec = config_.engine;
+    ec.trace_track += k;  // one trace track per instance
+    inst->engine = std::make_unique<engine::Engine>(copy, ec, weight_version);
     inst->batch_size = inst->engine->config().max_batch_size;
     const int threads = config_.threads_per_instance;
     inst->thread = std::make_unique<engine::EngineThread>(

@@ -28,7 +28,8 @@ namespace streamrl::sgs {
 struct PoolConfig {
   int instances = 2;
   int threads_per_instance = 1;  // ATen/OpenBLAS core budget of each instance thread
-  engine::EngineConfig engine;   // max_batch_size bounds every instance's batch size
+  engine::EngineConfig engine;   // max_batch_size bounds every instance's batch size; instance k
+                                 // traces on track engine.trace_track + k
 };
 
 // Called on an instance's thread for each finished sample (including aborted ones).

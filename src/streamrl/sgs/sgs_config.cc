@@ -2,8 +2,7 @@
 
 namespace streamrl::sgs {
 
-SgsConfig SgsConfig::read(const core::Config& s) {
-  SgsConfig c;
+SgsConfig SgsConfig::read(const core::Config& s, SgsConfig c) {
   s.get("instances", c.instances);
   s.get("threads_per_instance", c.threads_per_instance);
   std::string policy = to_string(c.dispatch.policy), objective = "max", admission = "default";

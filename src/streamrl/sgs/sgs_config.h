@@ -34,8 +34,10 @@ struct SgsConfig {
   size_t ranker_window = 4096;  // recent (prompt, length) pairs kept for online refits
   int refit_every = 5;          // iterations between online refits (K)
 
-  // Reads the section; InputError names the key for a bad value.
-  static SgsConfig read(const core::Config& section);
+  // Reads the section over `defaults` (a caller's own defaults, e.g. one instance for RL on a
+  // small machine); InputError names the key for a bad value.
+  static SgsConfig read(const core::Config& section, SgsConfig defaults);
+  static SgsConfig read(const core::Config& section) { return read(section, SgsConfig{}); }
 };
 
 }  // namespace streamrl::sgs

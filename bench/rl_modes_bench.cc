@@ -1,0 +1,127 @@
+#include "rl_modes_bench.h"
+
+#include <unistd.h>
+#include <algorithm>
+#include <filesystem>
+#include <iostream>
+
+#include "streamrl/core/config.h"
+#include "streamrl/core/errors.h"
+#include "streamrl/rl/rl_run.h"
+#include "streamrl/telemetry/metrics_log.h"
+
+namespace streamrl::bench {
+namespace fs = std::filesystem;
+namespace {
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Steady-state medians of one mode's run, skipping the first iteration (warm-up; async also
+// generates two iterations ahead there).
+nlohmann::json summarize(const fs::path& run_dir) {
+  std::vector<double> iter, gen, train, idle_gen, idle_trainer, samples;
+  bool first = true;
+  for (const auto& r : telemetry::MetricsLog::read(run_dir / "metrics.jsonl")) {
+    if (!r.contains("stage_seconds")) continue;
+    if (first) {
+      first = false;
+      continue;
+    }
+    const auto& s = r["stage_seconds"];
+    iter.push_back(s["iteration"].get<double>());
+    gen.push_back(s["generate"].get<double>());
+    train.push_back(s["train"].get<double>() + s["sample_work"].get<double>() +
+                    s["weight_update"].get<double>());
+    idle_gen.push_back(r["idle_fraction"]["generator"].get<double>());
+    idle_trainer.push_back(r["idle_fraction"]["trainer"].get<double>());
+    samples.push_back(r["samples"].get<double>());
+  }
+  const double it = median(iter);
+  return {{"iteration_s", it},
+          {"samples_per_s", median(samples) / std::max(1e-9, it)},
+          {"generate_s", median(gen)},
+          {"train_s", median(train)},
+          {"overlap_bound_s", std::max(median(gen), median(train))},
+          {"idle_fraction", {{"generator", median(idle_gen)}, {"trainer", median(idle_trainer)}}},
+          {"iterations_measured", iter.size()}};
+}
+
+}  // namespace
+
+nlohmann::json run_rl_modes(const BenchOptions& options) {
+  const std::string ckpt = "runs/sft_sum/final";
+  if (!fs::exists(fs::path(ckpt) / "config.json")) {
+    throw InputError("bench rl_modes needs the SFT checkpoint " + ckpt +
+                     "; create it with: streamrl sft --config configs/sft_sum.yaml");
+  }
+  const int iterations = options.quick ? 3 : 8;
+  const int cores = options.threads > 0 ? options.threads : 2;
+  const fs::path root =
+      fs::temp_directory_path() / ("streamrl_rl_modes_" + std::to_string(::getpid()));
+  fs::remove_all(root);
+
+  struct Variant {
+    std::string name, mode;
+    std::vector<std::string> overrides;
+  };
+  // Colocate gets all the cores for both stages; it is run with one and with all ATen threads and
+  // the faster is the baseline, so the comparison is not against a badly threaded colocate. The
+  // dedicated modes split the cores: generator on one, trainer on the rest.
+  const std::string split_gen =
+      "sgs.threads_per_instance=" + std::to_string(std::max(1, cores / 2));
+  const std::string split_train =
+      "resources.trainer_threads=" + std::to_string(std::max(1, cores - cores / 2));
+  std::vector<Variant> variants = {
+      {"colocate_1thread", "colocate", {"run.threads=1"}},
+      {"colocate", "colocate", {"run.threads=" + std::to_string(cores)}},
+      {"disagg", "disagg", {split_gen, split_train}},
+      {"stream", "stream", {split_gen, split_train}},
+      {"async", "async", {split_gen, split_train}},
+  };
+  nlohmann::json modes = nlohmann::json::object();
+  for (const auto& v : variants) {
+    std::vector<std::string> ov = {"mode=" + v.mode,
+                                   "run.name=" + v.name,
+                                   "run.dir=" + root.string(),
+                                   "run.resume=false",
+                                   "policy.init_from=" + ckpt,
+                                   "train.iterations=" + std::to_string(iterations),
+                                   "eval.n=0",
+                                   "checkpoint.every=0"};
+    ov.insert(ov.end(), v.overrides.begin(), v.overrides.end());
+    core::Config cfg =
+        core::Config::from_file(std::string(STREAMRL_SOURCE_DIR) + "/configs/rl_sum.yaml", ov);
+    rl::RlRunConfig rc = rl::RlRunConfig::from_config(cfg);
+    std::cerr << "bench rl_modes: " << v.name << " (" << iterations << " iterations)" << std::endl;
+    rl::run_rl(rc, cfg.resolved_yaml());
+    modes[v.name] = summarize(root / v.name);
+    modes[v.name]["trace"] = (root / v.name / "trace.json").string();
+  }
+  const double colocate_sps = std::max(modes["colocate"]["samples_per_s"].get<double>(),
+                                       modes["colocate_1thread"]["samples_per_s"].get<double>());
+  nlohmann::json speedup;
+  for (const char* m : {"disagg", "stream", "async"}) {
+    speedup[m] = modes[m]["samples_per_s"].get<double>() / colocate_sps;
+  }
+  const auto& a = modes["async"];
+  return {{"benchmark", "rl_modes"},
+          {"workload",
+           {{"task", "sum"},
+            {"checkpoint", ckpt},
+            {"iterations", iterations},
+            {"cores", cores},
+            {"config", "configs/rl_sum.yaml"}}},
+          {"modes", modes},
+          {"speedup", speedup},
+          {"async_over_bound",
+           a["iteration_s"].get<double>() / std::max(1e-9, a["overlap_bound_s"].get<double>())},
+          {"goals", {{"stream", 1.2}, {"async", 1.5}, {"async_over_bound", 1.15}}},
+          {"runs_dir", root.string()}};
+}
+
+}  // namespace streamrl::bench
