@@ -3,7 +3,7 @@
 // buckets and change what the instance generates, a dead URL is one clear error naming it, and a
 // pool re-dispatches a dying instance's unfinished requests so every group still gets all of its
 // samples.
-#include "streamrl/dist/remote_sgs.h"
+#include "streamrl/dist/remote_sgs_pool.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>

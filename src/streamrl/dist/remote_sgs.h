@@ -1,15 +1,14 @@
 // The trainer's side of remote SGS instances (DESIGN.md §9): `streamrl serve` processes reached by
 // URL. RemoteSgsClient talks to one instance: requests go out as `POST /generate` (token-id
 // prompts, the caller's request ids) and every sample streams back as it finishes, on a client
-// thread; weights go out as weight_wire buckets to `POST /update_weights`. RemoteSgsPool spreads
-// requests over several instances and re-dispatches the unfinished requests of an instance that
-// dies to the live ones, so no prompt is lost. Every wait is bounded; a failure names the URL.
+// thread; weights go out as weight_wire buckets to `POST /update_weights`. Every wait is bounded;
+// a failure names the URL and hands back the unfinished requests (RemoteSgsPool re-dispatches
+// them to the live instances).
 #pragma once
 
 #include <torch/types.h>
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -122,56 +121,6 @@ class RemoteSgsClient {
   std::map<int64_t, Pending> pending_;
   std::vector<std::unique_ptr<Stream>> streams_;
   std::string error_;
-};
-
-// Several remote SGS instances behind one submit(): a RolloutGenerator for `streamrl serve` URLs.
-// Each request goes to the live instance with the fewest outstanding samples. When an instance
-// fails, it is marked dead and its unfinished requests go to the live ones, their samples
-// renumbered so each group still has sample indices 0..n-1.
-class RemoteSgsPool {
- public:
-  using SampleCallback = std::function<void(engine::Sample&&)>;
-
-  // `on_sample` receives every finished sample (on client threads; it must be thread-safe).
-  // Throws InputError for no URLs.
-  RemoteSgsPool(const std::vector<std::string>& urls, RemoteSgsOptions options,
-                SampleCallback on_sample);
-  ~RemoteSgsPool();
-
-  // Queues `requests` (their on_sample is ignored; samples go to the pool's callback). Throws
-  // RuntimeFailure when no instance is alive.
-  void submit(std::vector<engine::Request> requests);
-
-  // Pushes `version` to every live instance in parallel; an instance that fails the push is marked
-  // dead (its requests re-dispatched). Throws RuntimeFailure when none installed it.
-  void update_weights(int64_t version,
-                      const std::vector<std::pair<std::string, torch::Tensor>>& tensors);
-
-  // Throws RuntimeFailure (with the instances' errors) when every instance is dead.
-  void check_alive() const;
-  // URLs of the live instances.
-  std::vector<std::string> live_urls() const;
-  // Requests re-dispatched after a failure, since construction.
-  int64_t redispatched_requests() const { return redispatched_.load(); }
-
- private:
-  struct Group {
-    std::vector<int32_t> index_map;  // sample_index on the current instance -> original index
-    int remaining = 0;               // samples not yet delivered
-  };
-
-  void dispatch(std::vector<engine::Request> requests);
-  void on_failure(size_t instance, FailedRequests failed);
-
-  const RemoteSgsOptions options_;
-  const SampleCallback on_sample_;
-  std::atomic<bool> closing_{false};
-  std::vector<std::unique_ptr<RemoteSgsClient>> clients_;
-  mutable std::mutex mu_;
-  std::vector<bool> dead_;
-  std::vector<std::string> errors_;
-  std::map<int64_t, Group> groups_;  // by request id, until all its samples arrived
-  std::atomic<int64_t> redispatched_{0};
 };
 
 }  // namespace streamrl::dist

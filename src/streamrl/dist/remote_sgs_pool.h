@@ -1,0 +1,61 @@
+// Several remote SGS instances (`streamrl serve` URLs) behind one submit(), for a trainer whose
+// generation runs on other processes or machines (DESIGN.md §9). An instance that dies loses no
+// prompt: its unfinished requests are re-dispatched to the live ones.
+#pragma once
+
+#include "streamrl/dist/remote_sgs.h"
+
+namespace streamrl::dist {
+
+// The generation side of an RL run over `streamrl serve` URLs (what rl::RolloutGenerator is for
+// in-process engines). Each request goes to the live instance with the fewest outstanding samples.
+// When an instance fails, it is marked dead and its unfinished requests go to the live ones, their
+// samples renumbered so each group still has sample indices 0..n-1.
+class RemoteSgsPool {
+ public:
+  using SampleCallback = std::function<void(engine::Sample&&)>;
+
+  // `on_sample` receives every finished sample (on client threads; it must be thread-safe).
+  // Throws InputError for no URLs.
+  RemoteSgsPool(const std::vector<std::string>& urls, RemoteSgsOptions options,
+                SampleCallback on_sample);
+  ~RemoteSgsPool();
+
+  // Queues `requests` (their on_sample is ignored; samples go to the pool's callback). Throws
+  // RuntimeFailure when no instance is alive.
+  void submit(std::vector<engine::Request> requests);
+
+  // Pushes `version` to every live instance in parallel; an instance that fails the push gets no
+  // more requests (its open streams re-dispatch their requests if they fail). Throws
+  // RuntimeFailure when no instance installed it.
+  void update_weights(int64_t version,
+                      const std::vector<std::pair<std::string, torch::Tensor>>& tensors);
+
+  // Throws RuntimeFailure (with the instances' errors) when every instance is dead.
+  void check_alive() const;
+  // URLs of the live instances.
+  std::vector<std::string> live_urls() const;
+  // Requests re-dispatched after a failure, since construction.
+  int64_t redispatched_requests() const { return redispatched_.load(); }
+
+ private:
+  struct Group {
+    std::vector<int32_t> index_map;  // sample_index on the current instance -> original index
+    int remaining = 0;               // samples not yet delivered
+  };
+
+  void dispatch(std::vector<engine::Request> requests);
+  void on_failure(size_t instance, FailedRequests failed);
+
+  const RemoteSgsOptions options_;
+  const SampleCallback on_sample_;
+  std::atomic<bool> closing_{false};
+  std::vector<std::unique_ptr<RemoteSgsClient>> clients_;
+  mutable std::mutex mu_;
+  std::vector<bool> dead_;
+  std::vector<std::string> errors_;
+  std::map<int64_t, Group> groups_;  // by request id, until all its samples arrived
+  std::atomic<int64_t> redispatched_{0};
+};
+
+}  // namespace streamrl::dist
