@@ -5,8 +5,12 @@
 // samples.
 #include "streamrl/dist/remote_sgs_pool.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <torch/torch.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -91,6 +95,7 @@ RemoteSgsOptions fast_options() {
   o.stream_idle_timeout_s = 30;
   o.weight_timeout_s = 10;
   o.health_timeout_s = 2;
+  o.health_interval_s = 0;
   return o;
 }
 
@@ -264,6 +269,55 @@ TEST(RemoteSgsPool, UnreachableInstanceIsSkippedAndAllDeadIsAnError) {
     EXPECT_NE(std::string(e.what()).find(live.url), std::string::npos) << e.what();
   }
   EXPECT_THROW(pool.submit({request(10, 1, 4)}), RuntimeFailure);
+}
+
+// A host that vanished: TCP connections complete (the kernel's backlog) but nothing ever answers.
+class BlackHole {
+ public:
+  BlackHole() {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof sa;
+    EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
+    EXPECT_EQ(listen(fd_, 64), 0);
+    getsockname(fd_, reinterpret_cast<sockaddr*>(&sa), &len);
+    url = "http://127.0.0.1:" + std::to_string(ntohs(sa.sin_port));
+  }
+  ~BlackHole() { close(fd_); }
+  std::string url;
+
+ private:
+  int fd_ = -1;
+};
+
+TEST(RemoteSgsPool, SilentInstanceFailsItsHealthCheckAndLosesNoRequest) {
+  BlackHole silent;
+  Instance live(1);
+  RemoteSgsOptions o = fast_options();
+  o.stream_idle_timeout_s = 60;  // the stream alone would wait this long
+  o.health_interval_s = 0.3;
+  o.health_timeout_s = 0.5;
+  Inbox inbox;
+  RemoteSgsPool pool({silent.url, live.url}, o,
+                     [&](engine::Sample&& s) { inbox.push(std::move(s)); });
+  std::map<int64_t, int> n_of;
+  std::vector<engine::Request> reqs;
+  for (int64_t id = 0; id < 4; ++id) {
+    reqs.push_back(request(id, 2, 6));
+    n_of[id] = 2;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  pool.submit(std::move(reqs));
+  ASSERT_TRUE(inbox.wait_for(8, 20s)) << inbox.size() << " of 8 samples";
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("silent instance detected and its requests re-dispatched in %.2f s\n", took);
+  EXPECT_LT(took, 10.0);
+  expect_complete_groups(inbox.samples, n_of);
+  EXPECT_EQ(pool.live_urls(), std::vector<std::string>{live.url});
+  EXPECT_EQ(pool.redispatched_requests(), 2);
 }
 
 }  // namespace

@@ -170,7 +170,7 @@ void RemoteSgsClient::run_stream(Stream* stream, std::string body) {
       if (nl > start) error = handle_line(buffer.substr(start, nl - start));
     }
     buffer.erase(0, start);
-    return error.empty() && !closing_.load();
+    return error.empty() && !closing_.load() && !aborting_.load();
   };
   auto res = stream->http->send(req);
   if (error.empty() && !buffer.empty()) error = handle_line(buffer);  // an unterminated error body
@@ -179,12 +179,15 @@ void RemoteSgsClient::run_stream(Stream* stream, std::string body) {
     stream->done = true;
     return;
   }
-  if (error.empty() && !res) {
+  if (aborting_.load()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    error = abort_reason_;
+  } else if (error.empty() && !res) {
     error = "connection failed (" + httplib::to_string(res.error()) + ")";
   } else if (error.empty() && res->status != 200) {
     error = "HTTP " + std::to_string(res->status);
   }
-  if (!error.empty()) error = "remote SGS " + url_ + ": /generate: " + error;
+  if (!error.empty() && !aborting_.load()) error = "remote SGS " + url_ + ": /generate: " + error;
   fail_stream(stream, error);
 }
 
@@ -250,6 +253,15 @@ void RemoteSgsClient::fail_stream(Stream* stream, const std::string& error) {
   }
   std::lock_guard<std::mutex> lock(mu_);
   stream->done = true;
+}
+
+void RemoteSgsClient::abort_streams(const std::string& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  abort_reason_ = why;
+  aborting_.store(true);
+  for (auto& s : streams_) {
+    if (!s->done) s->http->stop();
+  }
 }
 
 std::vector<int64_t> RemoteSgsClient::unfinished() const {

@@ -35,6 +35,12 @@ struct RemoteSgsOptions {
   double stream_idle_timeout_s = 600;
   double weight_timeout_s = 120;  // whole weight update (all buckets) to one instance
   double health_timeout_s = 5;
+  // RemoteSgsPool checks /health of each instance with work outstanding this often and fails the
+  // streams of one that does not answer within health_timeout_s; 0 = never (only stream errors
+  // and idle timeouts count). A server answers health on a free HTTP thread, so keep the open
+  // streams per instance below its --http-threads (each submit() of up to max_requests_per_post
+  // requests holds one).
+  double health_interval_s = 10;
   size_t max_bucket_bytes = size_t{8} << 20;  // weight bucket size; the server takes up to 64 MiB
   size_t max_requests_per_post = 64;          // a larger batch goes out as several streams
 };
@@ -80,6 +86,11 @@ class RemoteSgsClient {
   // The first stream failure's message, "" while none failed.
   std::string error() const;
 
+  // Fails every open stream now with `why` (one line naming the URL): their unfinished requests go
+  // to on_failure. For a caller whose health check found the instance gone while its streams
+  // still wait for bytes that will not come (a vanished host sends no reset).
+  void abort_streams(const std::string& why);
+
   // Pushes the weight buckets (from encode_weight_buckets) of one version, in order, and returns
   // once the instance has installed them. Throws TimeoutError past weight_timeout_s and
   // RuntimeFailure (naming the URL) for an unreachable instance or a rejected bucket.
@@ -116,11 +127,13 @@ class RemoteSgsClient {
   const RemoteSgsOptions options_;
   const FailureCallback on_failure_;
   std::atomic<bool> closing_{false};
+  std::atomic<bool> aborting_{false};
 
   mutable std::mutex mu_;
   std::map<int64_t, Pending> pending_;
   std::vector<std::unique_ptr<Stream>> streams_;
   std::string error_;
+  std::string abort_reason_;
 };
 
 }  // namespace streamrl::dist

@@ -20,13 +20,51 @@ RemoteSgsPool::RemoteSgsPool(const std::vector<std::string>& urls, RemoteSgsOpti
     clients_.push_back(std::make_unique<RemoteSgsClient>(
         urls[i], options, [this, i](FailedRequests f) { on_failure(i, std::move(f)); }));
   }
+  if (options_.health_interval_s > 0) watchdog_ = std::thread([this] { watch_health(); });
 }
 
 // Every client's streams end before any client goes away: a stream may still call back into the
 // pool and re-dispatch to another client.
 RemoteSgsPool::~RemoteSgsPool() {
-  closing_.store(true);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    closing_.store(true);
+  }
+  wake_.notify_all();
+  if (watchdog_.joinable()) watchdog_.join();
   for (auto& c : clients_) c->close();
+}
+
+void RemoteSgsPool::mark_dead(size_t instance, const std::string& error) {
+  if (!dead_[instance]) SLOG(kWarn) << "SGS instance marked dead: " << error;
+  dead_[instance] = true;
+  errors_[instance] = error;
+}
+
+void RemoteSgsPool::watch_health() {
+  const auto interval = std::chrono::duration<double>(options_.health_interval_s);
+  for (;;) {
+    std::vector<size_t> busy;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (wake_.wait_for(lock, interval, [&] { return closing_.load(); })) return;
+      for (size_t i = 0; i < clients_.size(); ++i) {
+        if (!dead_[i]) busy.push_back(i);
+      }
+    }
+    for (size_t i : busy) {
+      if (clients_[i]->outstanding_samples() == 0) continue;
+      try {
+        clients_[i]->health();
+      } catch (const RuntimeFailure& e) {
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          mark_dead(i, e.what());
+        }
+        clients_[i]->abort_streams(e.what());
+      }
+    }
+  }
 }
 
 void RemoteSgsPool::submit(std::vector<engine::Request> requests) {
@@ -89,9 +127,7 @@ void RemoteSgsPool::on_failure(size_t instance, FailedRequests failed) {
   if (closing_.load()) return;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!dead_[instance]) SLOG(kWarn) << "SGS instance marked dead: " << failed.error;
-    dead_[instance] = true;
-    errors_[instance] = failed.error;
+    if (!dead_[instance]) mark_dead(instance, failed.error);
     for (size_t k = 0; k < failed.requests.size(); ++k) {
       engine::Request& r = failed.requests[k];
       auto& map = groups_[r.request_id].index_map;
@@ -141,9 +177,7 @@ void RemoteSgsPool::update_weights(
       if (errors[i].empty()) {
         ++installed;
       } else {
-        SLOG(kWarn) << "SGS instance marked dead: " << errors[i];
-        dead_[i] = true;
-        errors_[i] = errors[i];
+        mark_dead(i, errors[i]);
       }
     }
   }

@@ -3,6 +3,8 @@
 // prompt: its unfinished requests are re-dispatched to the live ones.
 #pragma once
 
+#include <condition_variable>
+
 #include "streamrl/dist/remote_sgs.h"
 
 namespace streamrl::dist {
@@ -46,6 +48,8 @@ class RemoteSgsPool {
 
   void dispatch(std::vector<engine::Request> requests);
   void on_failure(size_t instance, FailedRequests failed);
+  void mark_dead(size_t instance, const std::string& error);  // requires mu_
+  void watch_health();
 
   const RemoteSgsOptions options_;
   const SampleCallback on_sample_;
@@ -56,6 +60,8 @@ class RemoteSgsPool {
   std::vector<std::string> errors_;
   std::map<int64_t, Group> groups_;  // by request id, until all its samples arrived
   std::atomic<int64_t> redispatched_{0};
+  std::condition_variable wake_;  // ends the health watchdog's wait early on shutdown
+  std::thread watchdog_;
 };
 
 }  // namespace streamrl::dist
