@@ -6,8 +6,11 @@
 #include "streamrl/dist/process_group.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <torch/torch.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include <chrono>
 #include <cstdlib>
@@ -221,6 +224,25 @@ TEST(Launch, TimeoutAndBadUsage) {
       {"launch", "--nproc", "2", "--program", "/nonexistent", "--", "x"});
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("not an executable"), std::string::npos) << r.output;
+}
+
+TEST(Launch, StopSignalIsForwardedToTheRanks) {
+  const std::string dir = testing_util::fresh_temp_dir("launch_signal");
+  const pid_t pid = testing_util::spawn_streamrl({"launch", "--nproc", "2", "--program", "/bin/sh",
+                                                  "--", "-c", "touch " + dir + "/$RANK; sleep 30"});
+  // Both ranks run, so the launcher's handlers are in place.
+  const auto give_up = Clock::now() + std::chrono::seconds(30);
+  while (!(std::filesystem::exists(dir + "/0") && std::filesystem::exists(dir + "/1")) &&
+         Clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  const auto start = Clock::now();
+  kill(pid, SIGTERM);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_LT(seconds_since(start), 10.0);  // the ranks' sleep ended with them
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM);
 }
 
 TEST(ProcessGroup, WorldOfOneIsTheIdentity) {

@@ -142,7 +142,7 @@ int launch_local(const LaunchOptions& options) {
     stopping = true;
     stop_at = Clock::now();
     result = code;
-    std::fprintf(stderr, "streamrl launch: %s; stopping the other ranks\n", why.c_str());
+    std::fprintf(stderr, "streamrl launch: %s\n", why.c_str());
     for (auto& rk : ranks) {
       if (!rk.exited) kill(-rk.pid, SIGTERM);
     }
@@ -188,9 +188,10 @@ int launch_local(const LaunchOptions& options) {
           rk.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
           if (rk.code != 0 && !stopping) {
             stop_all("rank " + std::to_string(r) + " " +
-                         (WIFEXITED(status)
-                              ? "exited with code " + std::to_string(rk.code)
-                              : std::string("was killed by signal ") + strsignal(WTERMSIG(status))),
+                         (WIFEXITED(status) ? "exited with code " + std::to_string(rk.code)
+                                            : std::string("was killed by signal ") +
+                                                  strsignal(WTERMSIG(status))) +
+                         "; stopping the other ranks",
                      rk.code);
           }
         }
@@ -206,10 +207,12 @@ int launch_local(const LaunchOptions& options) {
 
     // 3. Timeout, a stop signal, and escalation to SIGKILL.
     if (const int sig = g_stop_signal.exchange(0); sig != 0) {
-      stop_all(std::string("received ") + strsignal(sig), 128 + sig);
+      stop_all(std::string("received ") + strsignal(sig) + "; stopping all ranks", 128 + sig);
     }
     if (!stopping && o.timeout_s > 0 && since(start) > o.timeout_s) {
-      stop_all("timed out after " + std::to_string(static_cast<int>(o.timeout_s)) + " s", 1);
+      stop_all("timed out after " + std::to_string(static_cast<int>(o.timeout_s)) +
+                   " s; stopping all ranks",
+               1);
     }
     if (stopping && !killed && since(stop_at) > o.grace_s) {
       killed = true;
