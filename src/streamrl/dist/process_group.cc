@@ -204,9 +204,16 @@ void ProcessGroup::barrier() {
 
 void all_reduce_gradients(ProcessGroup& group, const std::vector<torch::Tensor>& parameters) {
   if (group.world_size() == 1) return;
+  // Which parameters have a gradient on some rank: those are exchanged (zeros where a rank has
+  // none, e.g. it had no trainable sample); the rest keep no gradient, as with one process, so
+  // the optimizer skips them alike.
+  std::vector<double> has_grad;
+  for (const auto& p : parameters) has_grad.push_back(p.grad().defined() ? 1.0 : 0.0);
+  has_grad = group.all_reduce_sum(has_grad);
   std::vector<torch::Tensor> grads;
-  for (const auto& p : parameters) {
-    if (!p.requires_grad()) continue;
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    if (has_grad[i] == 0) continue;
+    torch::Tensor p = parameters[i];
     if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
     grads.push_back(p.grad());
   }

@@ -62,9 +62,10 @@ class ProcessGroup {
   std::unique_ptr<Impl> impl_;
 };
 
-// The gradients of `parameters` that need syncing (undefined gradients become zeros so every rank
-// exchanges the same list), summed across ranks in place. Call after backward, before the
-// optimizer step, when each rank's loss was divided by the global denominator.
+// Sums the gradients of `parameters` across ranks, in place. A parameter with a gradient on some
+// rank gets the sum (a rank without one contributes zeros); one without a gradient anywhere keeps
+// none. Call after backward and before clipping and the optimizer step, with each rank's loss
+// summed over its samples; then divide by the global denominator (all_reduce_sum of the counts).
 void all_reduce_gradients(ProcessGroup& group, const std::vector<torch::Tensor>& parameters);
 
 }  // namespace streamrl::dist
