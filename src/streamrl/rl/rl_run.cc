@@ -101,6 +101,12 @@ double since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
+std::string_view trim(std::string_view s) {
+  const auto b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string_view::npos) return {};
+  return s.substr(b, s.find_last_not_of(" \t\r\n") - b + 1);
+}
+
 // Trace tracks (Perfetto rows).
 constexpr int kTrainerTrack = 1;
 constexpr int kGeneratorTrack = 2;
@@ -223,10 +229,7 @@ class RlLoop {
     const int P = c_.prompts_per_iteration;
     b.groups.assign(P, {});
     b.arrived.assign(P, 0);
-    for (int i = 0; i < P; ++i) {
-      const uint64_t index = static_cast<uint64_t>(k) * P + i;
-      b.problems.push_back(tasks::draw_problem(task_, c_.run.seed, tasks::Split::kTrain, index));
-    }
+    for (int i = 0; i < P; ++i) b.problems.push_back(draw_training_problem(k * P + i));
     const int max_seq_len = static_cast<int>(policy_->config().max_position_embeddings);
     std::vector<engine::Request> requests;
     for (int i = 0; i < P; ++i) {
@@ -243,6 +246,21 @@ class RlLoop {
       requests.push_back(std::move(r));
     }
     gen_->submit(std::move(requests));
+  }
+
+  // The i-th training problem of the run; with data.max_difficulty, the first of a fixed run of
+  // candidates that is easy enough (deterministic, so resumed runs draw the same prompts).
+  tasks::Problem draw_training_problem(int64_t i) const {
+    const int max_d = c_.data.max_difficulty;
+    if (max_d < 0) return tasks::draw_problem(task_, c_.run.seed, tasks::Split::kTrain, i);
+    constexpr int kCandidates = 256;
+    for (int a = 0; a < kCandidates; ++a) {
+      tasks::Problem p =
+          tasks::draw_problem(task_, c_.run.seed, tasks::Split::kTrain, i * kCandidates + a);
+      if (p.difficulty <= max_d) return p;
+    }
+    throw InputError("data.max_difficulty " + std::to_string(max_d) + ": no problem that easy in " +
+                     std::to_string(kCandidates) + " draws of task " + task_.name());
   }
 
   engine::Sample next_sample(IterationStats* st) {
@@ -278,8 +296,11 @@ class RlLoop {
       const auto t0 = Clock::now();
       telemetry::ScopedSpan span(trace_, kTrainerTrack, "sample work");
       ScoredSample ss;
-      ss.score = task_.verify(b.problems[i], prompts_.tokenizer().decode(s.output_ids));
-      ss.reward = ss.score;
+      const std::string text = prompts_.tokenizer().decode(s.output_ids);
+      ss.score = task_.verify(b.problems[i], text);
+      ss.reward = c_.data.reward == "demonstration"
+                      ? static_cast<double>(trim(text) == trim(b.problems[i].demonstration))
+                      : ss.score;
       ss.difficulty = b.problems[i].difficulty;
       if (ref_) {
         const auto r0 = Clock::now();

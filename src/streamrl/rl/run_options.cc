@@ -22,6 +22,11 @@ void DataOptions::read(const core::Config& c) {
   c.get("task", task);
   c.get("jsonl", jsonl);
   c.get("verifier", verifier);
+  c.get("max_difficulty", max_difficulty);
+  c.get("reward", reward);
+  if (reward != "answer" && reward != "demonstration") {
+    throw InputError("data.reward must be 'answer' or 'demonstration', got '" + reward + "'");
+  }
 }
 
 const tasks::Task& DataOptions::load(std::unique_ptr<tasks::Task>* owned) const {

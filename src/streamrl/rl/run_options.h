@@ -29,6 +29,10 @@ struct DataOptions {
   std::string task;
   std::string jsonl;
   std::string verifier = "numeric";
+  // Training prompts only (evaluation always uses the whole task and its verifier):
+  int max_difficulty = -1;        // >= 0: draw only problems up to this difficulty (curriculum)
+  std::string reward = "answer";  // answer: the task's verifier; demonstration: 1 only when the
+                                  // completion reproduces the reference scratchpad exactly
 
   void read(const core::Config& section);
   // Loads the JSONL file now (so bad lines stop the run before training) into `*owned`, or looks
