@@ -38,8 +38,8 @@ struct RemoteSgsOptions {
   // RemoteSgsPool checks /health of each instance with work outstanding this often and fails the
   // streams of one that does not answer within health_timeout_s; 0 = never (only stream errors
   // and idle timeouts count). A server answers health on a free HTTP thread, so keep the open
-  // streams per instance below its --http-threads (each submit() of up to max_requests_per_post
-  // requests holds one).
+  // streams per instance below its HTTP threads (ServerConfig::http_threads, 32; each submit() of
+  // up to max_requests_per_post requests holds one stream).
   double health_interval_s = 10;
   size_t max_bucket_bytes = size_t{8} << 20;  // weight bucket size; the server takes up to 64 MiB
   size_t max_requests_per_post = 64;          // a larger batch goes out as several streams
