@@ -1,7 +1,9 @@
 // `streamrl train` end to end at tiny scale: metrics per iteration, and a run killed with SIGKILL
 // resumes from its last checkpoint with identical metrics afterwards.
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
@@ -227,6 +229,75 @@ TEST_F(RlTrain, StreamWithTwoInstancesAndTheOnlineRanker) {
   }
   EXPECT_EQ(iterations, 3);
   EXPECT_GE(with_ranker, 2);
+}
+
+// `streamrl serve --port 0` as a child process, killed when the test ends; url() waits for its
+// startup line.
+class ServeProcess {
+ public:
+  explicit ServeProcess(const std::string& ckpt) {
+    int out[2];
+    EXPECT_EQ(pipe(out), 0);
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(out[1], STDOUT_FILENO);
+      close(out[0]);
+      execl(STREAMRL_BINARY, STREAMRL_BINARY, "serve", "--ckpt", ckpt.c_str(), "--port", "0",
+            "--threads", "1", "--max-seq-len", "512", "--json", static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    close(out[1]);
+    out_ = out[0];
+  }
+  ~ServeProcess() {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    close(out_);
+  }
+  // The {"url": ...} startup line's URL; "" when none came within 120 s.
+  std::string url() {
+    std::string line;
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    char c;
+    while (std::chrono::steady_clock::now() < end) {
+      pollfd p{out_, POLLIN, 0};
+      if (poll(&p, 1, 100) <= 0) continue;
+      if (read(out_, &c, 1) != 1) return "";
+      if (c == '\n') return nlohmann::json::parse(line).at("url").get<std::string>();
+      line.push_back(c);
+    }
+    return "";
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int out_ = -1;
+};
+
+// DESIGN.md §9: with sgs.urls a `streamrl serve` process generates; each iteration's weights are
+// pushed to it over HTTP before the next prompts, so iteration k trains on samples of version k.
+TEST_F(RlTrain, StreamWithARemoteServeInstance) {
+  ServeProcess serve(dir_ + "/runs/sft/final");
+  const std::string url = serve.url();
+  ASSERT_FALSE(url.empty());
+  auto r = run_streamrl({"train", "--config", dir_ + "/rl.yaml", "mode=stream", "run.name=remote",
+                         "train.iterations=2", "sgs.urls=[" + url + "]", "eval.n=0", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  int iterations = 0;
+  for (const auto& rec : read_metrics(dir_ + "/runs/remote/metrics.jsonl")) {
+    if (!rec.contains("reward_mean")) continue;
+    ++iterations;
+    EXPECT_EQ(rec["samples"].get<int>(), 12);
+    const int64_t trained_on = rec["weight_version"];
+    EXPECT_EQ(trained_on, iterations - 1);
+    EXPECT_EQ(rec["sample_weight_version"]["min"].get<int64_t>(), trained_on) << rec.dump();
+    EXPECT_EQ(rec["sample_weight_version"]["max"].get<int64_t>(), trained_on) << rec.dump();
+  }
+  EXPECT_EQ(iterations, 2);
+  // Remote generation needs a dedicated mode.
+  r = run_streamrl({"train", "--config", dir_ + "/rl.yaml", "mode=colocate", "run.name=remote_c",
+                    "sgs.urls=[" + url + "]"});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
 }
 
 TEST_F(RlTrain, UnknownModeAndMissingPolicyAreInputErrors) {

@@ -65,6 +65,7 @@ RlRunConfig RlRunConfig::from_config(const core::Config& root) {
   sgs_defaults.instances = 1;
   sgs_defaults.dispatch.policy = sgs::DispatchPolicy::kLeastLoaded;
   c.sgs = sgs::SgsConfig::read(root.section("sgs"), sgs_defaults);
+  root.section("sgs").get("urls", c.sgs_urls);
   root.section("async").get("max_staleness", c.max_staleness);
   rollout.get("sample_timeout_s", c.sample_timeout_s);
   root.section("telemetry").get("trace", c.trace);
@@ -74,6 +75,9 @@ RlRunConfig RlRunConfig::from_config(const core::Config& root) {
   if (c.mode != "colocate" && c.mode != "disagg" && c.mode != "stream" && c.mode != "async") {
     throw InputError("mode '" + c.mode +
                      "' is unknown (available: colocate, disagg, stream, async)");
+  }
+  if (!c.sgs_urls.empty() && c.mode == "colocate") {
+    throw InputError("sgs.urls: remote generation needs a dedicated mode (disagg, stream, async)");
   }
   if (c.trainer_threads < 1 || c.max_staleness < 0 || !(c.sample_timeout_s > 0)) {
     throw InputError(
@@ -396,7 +400,10 @@ nlohmann::json run_rl(const RlRunConfig& c, const std::string& resolved_config_y
   telemetry::Trace* trace = c.trace ? &trace_store : nullptr;
   if (trace) {
     trace->name_track(kTrainerTrack, "trainer (" + c.mode + ")");
-    for (int i = 0; i < (dedicated ? c.sgs.instances : 1); ++i) {
+    const int instances = !c.sgs_urls.empty() ? static_cast<int>(c.sgs_urls.size())
+                          : dedicated         ? c.sgs.instances
+                                              : 1;
+    for (int i = 0; i < instances; ++i) {
       trace->name_track(kGeneratorTrack + i, "SGS instance " + std::to_string(i));
     }
   }
@@ -422,8 +429,10 @@ nlohmann::json run_rl(const RlRunConfig& c, const std::string& resolved_config_y
   ec.trace = trace;
   ec.trace_track = kGeneratorTrack;
   RlLoop loop(c, task, prompts, policy, ref, *optimizer, trace);
-  loop.start(dedicated ? RolloutGenerator::dedicated(policy, ec, c.sgs, start_iter)
-                       : RolloutGenerator::colocated(policy, ec, start_iter),
+  // With sgs.urls, `streamrl serve` processes generate and weights travel over HTTP.
+  loop.start(!c.sgs_urls.empty() ? RolloutGenerator::remote(c.sgs_urls, policy, start_iter)
+             : dedicated         ? RolloutGenerator::dedicated(policy, ec, c.sgs, start_iter)
+                                 : RolloutGenerator::colocated(policy, ec, start_iter),
              start_iter);
 
   // 3. Iterations.

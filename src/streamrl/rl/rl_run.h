@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "streamrl/core/config.h"
 #include "streamrl/rl/evaluate.h"
@@ -46,6 +47,9 @@ struct RlRunConfig {
   // 2-core machine skew-aware dispatch was measured slower, see bench skew).
   int trainer_threads = 1;
   sgs::SgsConfig sgs;
+  // `sgs.urls`: `streamrl serve` instances (started from policy.init_from) that generate instead
+  // of in-process ones, in the dedicated modes; sgs.instances/threads/dispatch then do not apply.
+  std::vector<std::string> sgs_urls;
   int max_staleness = 1;          // async: oldest weight version a trained sample may come from
   double sample_timeout_s = 600;  // longest wait for the next sample before the run fails
   bool trace = true;              // write <run>/trace.json

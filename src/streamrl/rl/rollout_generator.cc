@@ -45,9 +45,42 @@ std::unique_ptr<RolloutGenerator> RolloutGenerator::dedicated(model::CausalLM& m
   return g;
 }
 
-RolloutGenerator::~RolloutGenerator() = default;  // the pool stops its threads first
+std::unique_ptr<RolloutGenerator> RolloutGenerator::remote(const std::vector<std::string>& urls,
+                                                           model::CausalLM& model,
+                                                           int64_t weight_version) {
+  std::unique_ptr<RolloutGenerator> g(new RolloutGenerator());
+  RolloutGenerator* self = g.get();
+  g->remote_instances_ = static_cast<int>(urls.size());
+  g->remote_ = std::make_unique<dist::RemoteSgsPool>(
+      urls, dist::RemoteSgsOptions{}, [self](engine::Sample&& s) {
+        {
+          std::lock_guard<std::mutex> lock(self->busy_mu_);
+          if (--self->outstanding_ == 0) {
+            self->busy_total_s_ +=
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - self->busy_since_)
+                    .count();
+          }
+        }
+        self->queue_.push(std::move(s));
+      });
+  if (weight_version > 0) g->update_weights(weight_version, model);
+  return g;
+}
+
+RolloutGenerator::~RolloutGenerator() = default;  // the pools stop their threads first
 
 void RolloutGenerator::submit(std::vector<engine::Request> requests) {
+  if (remote_) {
+    int64_t samples = 0;
+    for (const auto& r : requests) samples += r.n;
+    {
+      std::lock_guard<std::mutex> lock(busy_mu_);
+      if (outstanding_ == 0 && samples > 0) busy_since_ = std::chrono::steady_clock::now();
+      outstanding_ += samples;
+    }
+    remote_->submit(std::move(requests));
+    return;
+  }
   if (!pool_) {
     for (auto& r : requests) {
       r.on_sample = [this](engine::Sample&& s) { queue_.push(std::move(s)); };
@@ -97,11 +130,16 @@ std::optional<nlohmann::json> RolloutGenerator::end_iteration() {
 }
 
 void RolloutGenerator::drive_until_idle() {
-  if (pool_) throw std::logic_error("drive_until_idle on a dedicated generator");
+  if (dedicated()) throw std::logic_error("drive_until_idle on a dedicated generator");
   engine_->run_until_idle();
 }
 
 void RolloutGenerator::update_weights(int64_t version, model::CausalLM& trainer) {
+  if (remote_) {
+    torch::NoGradGuard no_grad;
+    remote_->update_weights(version, trainer->named_weights());  // encoded before it returns
+    return;
+  }
   if (!pool_) {
     engine_->set_weight_version(version);
     return;
@@ -113,10 +151,25 @@ void RolloutGenerator::update_weights(int64_t version, model::CausalLM& trainer)
 }
 
 void RolloutGenerator::check_alive() {
+  if (remote_) remote_->check_alive();
   if (pool_) pool_->wait(std::chrono::milliseconds(0));  // throws when an engine failed
 }
 
+int RolloutGenerator::instances() const {
+  if (remote_) return remote_instances_;
+  return pool_ ? pool_->size() : 1;
+}
+
 double RolloutGenerator::busy_seconds() const {
+  if (remote_) {
+    std::lock_guard<std::mutex> lock(busy_mu_);
+    double total = busy_total_s_;
+    if (outstanding_ > 0) {
+      total +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - busy_since_).count();
+    }
+    return total;
+  }
   if (!pool_) return engine_->stats().busy_seconds;
   double total = 0;
   for (int i = 0; i < pool_->size(); ++i) total += pool_->stats(i).busy_seconds;

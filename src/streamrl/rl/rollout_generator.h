@@ -3,12 +3,18 @@
 // module and runs on the caller's thread when asked. Dedicated, an SGS instance pool (sgs/) owns
 // copies of the weights, each instance on its own thread and cores; each iteration's requests are
 // dispatched over the instances (random, least-loaded or skew-aware with the length ranker) and
-// new weights arrive through update_weights().
+// new weights arrive through update_weights(). Remote, the instances are `streamrl serve`
+// processes reached by URL (dist::RemoteSgsPool, DESIGN.md §9) and weights travel over HTTP.
 #pragma once
 
+#include <chrono>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <string>
 #include <vector>
+
+#include "streamrl/dist/remote_sgs_pool.h"
 
 #include "streamrl/engine/engine.h"
 #include "streamrl/sgs/instance_pool.h"
@@ -29,6 +35,12 @@ class RolloutGenerator {
                                                      const engine::EngineConfig& config,
                                                      const sgs::SgsConfig& sgs,
                                                      int64_t weight_version);
+  // Remote: `streamrl serve` instances at `urls`, least-loaded dispatch, a dead instance's
+  // requests re-dispatched to the live ones. The instances must hold `weight_version` already
+  // (started from policy.init_from, version 0) or have an older version: for weight_version > 0
+  // (a resumed run) `model`'s weights are pushed as that version here.
+  static std::unique_ptr<RolloutGenerator> remote(const std::vector<std::string>& urls,
+                                                  model::CausalLM& model, int64_t weight_version);
   ~RolloutGenerator();
 
   // Queues one iteration's requests; dedicated, they are dispatched over the instances. Samples go
@@ -50,13 +62,19 @@ class RolloutGenerator {
   // Colocated: the trainer changed the shared module in place; later samples carry `version`.
   void update_weights(int64_t version, model::CausalLM& trainer);
 
-  // Throws RuntimeFailure when an engine thread has died (with its error).
+  // Remote: pushes `trainer`'s weights to every live instance and returns once they installed
+  // them (samples of later requests carry `version`).
+
+  // Throws RuntimeFailure when an engine thread has died (with its error), or remote, when every
+  // instance is dead.
   void check_alive();
 
-  bool dedicated() const { return pool_ != nullptr; }
+  bool dedicated() const { return pool_ != nullptr || remote_ != nullptr; }
   // Engine busy time summed over instances, divided by their number (the role's mean busy time).
+  // Remote: the wall time during which samples were outstanding (the instances' own busy time is
+  // not visible from here).
   double busy_seconds() const;
-  int instances() const { return pool_ ? pool_->size() : 1; }
+  int instances() const;
 
  private:
   RolloutGenerator() = default;
@@ -70,6 +88,14 @@ class RolloutGenerator {
   std::unique_ptr<sgs::LengthRanker> ranker_;
   std::unique_ptr<sgs::OnlineRankerTrainer> ranker_trainer_;
   bool ranker_fitted_ = false;
+
+  // Remote. Declared after queue_: the pool's client threads push into it until it is destroyed.
+  std::unique_ptr<dist::RemoteSgsPool> remote_;
+  int remote_instances_ = 0;
+  mutable std::mutex busy_mu_;
+  int64_t outstanding_ = 0;  // samples submitted and not yet back
+  std::chrono::steady_clock::time_point busy_since_;
+  double busy_total_s_ = 0;
 };
 
 }  // namespace streamrl::rl
