@@ -3,6 +3,7 @@
 // buckets and change what the instance generates, a dead URL is one clear error naming it, and a
 // pool re-dispatches a dying instance's unfinished requests so every group still gets all of its
 // samples.
+#include "../tiny_model.h"
 #include "streamrl/dist/remote_sgs_pool.h"
 
 #include <arpa/inet.h>
@@ -31,19 +32,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-model::CausalLM tiny_model(uint64_t seed) {
-  model::ModelConfig c;
-  c.vocab_size = 100;
-  c.hidden_size = 32;
-  c.intermediate_size = 48;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.head_dim = 8;
-  c.max_position_embeddings = 1024;
-  c.initializer_range = 0.3;
-  return model::CausalLM(c, seed);
-}
+model::CausalLM tiny_model(uint64_t seed) { return testing_util::tiny_model(seed, 100, 1024); }
 
 // One SGS instance: an engine behind the HTTP server on a free port.
 struct Instance {

@@ -1,6 +1,7 @@
 // Continuous-batching engine: admission order, prefix sharing, streaming order, weight swaps and
 // log-prob agreement with the training path. Uses a tiny random model: behaviour, not quality.
 #include "streamrl/engine/engine.h"
+#include "../tiny_model.h"
 
 #include <gtest/gtest.h>
 
@@ -13,19 +14,7 @@
 namespace streamrl::engine {
 namespace {
 
-model::CausalLM tiny_model(uint64_t seed = 11) {
-  model::ModelConfig c;
-  c.vocab_size = 23;
-  c.hidden_size = 32;
-  c.intermediate_size = 48;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.head_dim = 8;
-  c.max_position_embeddings = 128;
-  c.initializer_range = 0.3;
-  return model::CausalLM(c, seed);
-}
+model::CausalLM tiny_model(uint64_t seed = 11) { return testing_util::tiny_model(seed, 23, 128); }
 
 // A request whose samples are exactly `len` tokens long (no stop token).
 Request fixed_length(int64_t id, int len, std::vector<Sample>* sink, double estimate = 0) {

@@ -1,23 +1,12 @@
 #include "streamrl/engine/static_batch.h"
+#include "../tiny_model.h"
 
 #include <gtest/gtest.h>
 
 namespace streamrl::engine {
 namespace {
 
-model::CausalLM tiny_model() {
-  model::ModelConfig c;
-  c.vocab_size = 23;
-  c.hidden_size = 32;
-  c.intermediate_size = 48;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.head_dim = 8;
-  c.max_position_embeddings = 64;
-  c.initializer_range = 0.3;
-  return model::CausalLM(c, 11);
-}
+model::CausalLM tiny_model() { return testing_util::tiny_model(11, 23, 64); }
 
 GenerateRequest request(int64_t id, std::vector<int32_t> prompt, int n, uint64_t seed) {
   GenerateRequest r;

@@ -2,6 +2,7 @@
 // (plain and SSE), native streaming generate, weight updates, metrics, every error status, client
 // disconnects, timeouts and concurrent clients. A tiny random model and the char tokenizer.
 #include "streamrl/server/http_server.h"
+#include "../tiny_model.h"
 
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -17,19 +18,7 @@
 namespace streamrl::server {
 namespace {
 
-model::CausalLM tiny_model(uint64_t seed) {
-  model::ModelConfig c;
-  c.vocab_size = 100;
-  c.hidden_size = 32;
-  c.intermediate_size = 48;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.head_dim = 8;
-  c.max_position_embeddings = 4096;
-  c.initializer_range = 0.3;
-  return model::CausalLM(c, seed);
-}
+model::CausalLM tiny_model(uint64_t seed) { return testing_util::tiny_model(seed, 100, 4096); }
 
 std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> out;

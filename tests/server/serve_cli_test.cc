@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "../tiny_model.h"
 #include "streamrl/model/checkpoint.h"
 #include "streamrl/tokenizer/tokenizer.h"
 
@@ -21,16 +22,7 @@ namespace fs = std::filesystem;
 
 // A tiny random checkpoint with the char tokenizer.
 std::string write_checkpoint() {
-  model::ModelConfig c;
-  c.vocab_size = 100;
-  c.hidden_size = 32;
-  c.intermediate_size = 48;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.head_dim = 8;
-  c.max_position_embeddings = 256;
-  model::CausalLM lm(c, 5);
+  model::CausalLM lm = testing_util::tiny_model(5, 100, 256, /*initializer_range=*/0);
   const fs::path dir = fs::temp_directory_path() / ("serve_cli_" + std::to_string(getpid()));
   fs::remove_all(dir);
   model::save_checkpoint(dir / "tiny", lm, tokenizer::make_tokenizer("char")->to_json());

@@ -1,6 +1,7 @@
 // The instance pool: every sample delivered once to the sink, plan order and batch size respected,
 // timeouts, weight updates on every instance. Tiny random model: behaviour, not quality.
 #include "streamrl/sgs/instance_pool.h"
+#include "../tiny_model.h"
 
 #include <gtest/gtest.h>
 
@@ -14,16 +15,7 @@ namespace {
 using std::chrono::milliseconds;
 
 model::CausalLM tiny_model() {
-  model::ModelConfig c;
-  c.vocab_size = 23;
-  c.hidden_size = 32;
-  c.intermediate_size = 48;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.head_dim = 8;
-  c.max_position_embeddings = 256;
-  return model::CausalLM(c, 5);
+  return testing_util::tiny_model(5, 23, 256, /*initializer_range=*/0);
 }
 
 PoolConfig pool_config(int instances, int max_batch = 8) {
