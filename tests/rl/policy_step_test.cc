@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <limits>
+
+#include "streamrl/core/errors.h"
 #include "streamrl/model/model_config.h"
 #include "streamrl/rl/policy_update.h"
 
@@ -99,6 +102,27 @@ TEST(PolicyStep, SkippingZeroAdvantageSamplesKeepsTheUpdate) {
   EXPECT_EQ(b.skipped_samples, 0);
   EXPECT_EQ(a.tokens, b.tokens);
   EXPECT_LT((pa - pb).abs().max().item<double>(), 1e-6);
+}
+
+// A non-finite loss stops the step with a clear error and leaves the parameters unchanged (the run
+// then stops naming its last good checkpoint, rl_run.cc).
+TEST(PolicyStep, NonFiniteLossThrowsAndKeepsTheParameters) {
+  model::CausalLM m = tiny_model();
+  auto samples = make_samples(m, 4);
+  samples[2].sample.logprobs[0] = std::numeric_limits<float>::quiet_NaN();
+  std::vector<torch::Tensor> before;
+  for (const auto& p : m->parameters()) before.push_back(p.detach().clone());
+  auto opt = make_adamw(*m, OptimConfig{});
+  PolicyStep step(m, *opt, RlLossConfig{}, UpdateConfig{});
+  step.add(std::move(samples), /*eager=*/false);
+  try {
+    step.finish(1e-3, 1.0);
+    FAIL() << "expected RuntimeFailure";
+  } catch (const RuntimeFailure& e) {
+    EXPECT_NE(std::string(e.what()).find("not finite"), std::string::npos) << e.what();
+  }
+  size_t i = 0;
+  for (const auto& p : m->parameters()) EXPECT_TRUE(torch::equal(p.detach(), before[i++]));
 }
 
 TEST(PolicyStep, EmptyStepLeavesParametersFinite) {
