@@ -177,6 +177,48 @@ TEST_F(RlTrain, StreamDisaggAndColocateGiveTheSameParameters) {
   EXPECT_LT(max_abs_difference(disagg, runs / "same_colocate/final/model.safetensors"), 1e-6);
 }
 
+// DESIGN.md §9: trainer data parallelism. Two ranks under `streamrl launch`, each generating and
+// training half of the prompts with the gradients and the global count summed, take the step one
+// process takes on all of them (same tolerance setup as above).
+TEST_F(RlTrain, TwoTrainerRanksGiveTheSameParametersAsOne) {
+  const std::vector<std::string> args = {"train",
+                                         "--config",
+                                         dir_ + "/rl.yaml",
+                                         "mode=disagg",
+                                         "train.iterations=2",
+                                         "train.micro_batch_tokens=64",
+                                         "train.optim.lr=1",
+                                         "train.optim.eps=1",
+                                         "algo.entropy_coef=0.01",
+                                         "eval.n=0",
+                                         "--json"};
+  auto with = [&](std::vector<std::string> head, const std::string& name) {
+    head.insert(head.end(), args.begin(), args.end());
+    head.push_back("run.name=" + name);
+    return head;
+  };
+  auto one = run_streamrl(with({}, "dp1"));
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  auto two = run_streamrl(with({"launch", "--nproc", "2", "--timeout", "240", "--"}, "dp2"));
+  ASSERT_EQ(two.exit_code, 0) << two.output;
+  const fs::path runs = fs::path(dir_) / "runs";
+  EXPECT_GT(max_abs_difference(runs / "sft/final/model.safetensors",
+                               runs / "dp1/final/model.safetensors"),
+            1e-4);
+  EXPECT_LT(max_abs_difference(runs / "dp1/final/model.safetensors",
+                               runs / "dp2/final/model.safetensors"),
+            1e-5);
+  // Rank 0 logs every iteration over all ranks' samples.
+  int iterations = 0;
+  for (const auto& rec : read_metrics((runs / "dp2/metrics.jsonl").string())) {
+    if (!rec.contains("reward_mean")) continue;
+    ++iterations;
+    EXPECT_EQ(rec["samples"].get<int>(), 12);
+    EXPECT_EQ(rec["trainer_ranks"].get<int>(), 2);
+  }
+  EXPECT_EQ(iterations, 2);
+}
+
 // Async: generation of iteration k runs with weights k-1, never older than the bound; every
 // record names the versions it trained on; a trace and a report are written.
 TEST_F(RlTrain, AsyncRespectsTheStalenessBound) {

@@ -136,7 +136,22 @@ void PolicyStep::run_micro_batch(const std::vector<const ScoredSample*>& rows) {
 UpdateResult PolicyStep::finish(double lr, double grad_clip) {
   flush();
   const auto t0 = Clock::now();
-  // The global count of rl_algorithms.md §4 (summed over DP ranks once the trainer has several).
+  if (group_ && group_->world_size() > 1) {
+    dist::all_reduce_gradients(*group_, model_->parameters());
+    PolicyLossMetrics& m = result_.metrics;
+    double tokens = static_cast<double>(result_.tokens);
+    std::vector<double*> sums = {&tokens,        &sequences_,       &m.loss,
+                                 &m.policy_term, &m.kl_term,        &m.entropy_term,
+                                 &m.tokens,      &m.clipped_tokens, &m.dual_clipped_tokens,
+                                 &m.ppo_kl_sum,  &m.ratio_sum,      &m.kl_sum,
+                                 &m.entropy_sum, &m.tis_weight_sum, &m.tis_outside_tokens};
+    std::vector<double> local;
+    for (double* v : sums) local.push_back(*v);
+    const std::vector<double> global = group_->all_reduce_sum(local);
+    for (size_t i = 0; i < sums.size(); ++i) *sums[i] = global[i];
+    result_.tokens = static_cast<int64_t>(std::llround(tokens));
+  }
+  // The global count of rl_algorithms.md §4, over all DP ranks.
   double count = 0;
   switch (loss_.loss_agg) {
     case LossAggMode::kTokenMean:

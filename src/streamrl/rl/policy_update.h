@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "streamrl/dist/process_group.h"
 #include "streamrl/engine/sample.h"
 #include "streamrl/model/transformer.h"
 #include "streamrl/rl/optim.h"
@@ -72,6 +73,12 @@ class PolicyStep {
 
   int64_t buffered_tokens() const { return buffered_tokens_; }
 
+  // Trainer data parallelism (DESIGN.md §9): each rank adds its own samples; finish() sums the
+  // gradients, the global count and the loss metrics' sums over `group`'s ranks (a collective:
+  // every rank calls finish() once per step), so every rank takes the step one process would
+  // take on all the samples. The metrics' maxima (ratio_max, tis_weight_max) stay this rank's.
+  void set_process_group(dist::ProcessGroup* group) { group_ = group; }
+
   // Records each micro-batch as a span on `track` of `trace` (null: none).
   void set_trace(telemetry::Trace* trace, int track) { trace_ = trace, trace_track_ = track; }
 
@@ -90,6 +97,7 @@ class PolicyStep {
   bool skip_zero_advantage_ = false;
   telemetry::Trace* trace_ = nullptr;
   int trace_track_ = 0;
+  dist::ProcessGroup* group_ = nullptr;
 };
 
 // Runs one optimizer step on `samples` (one update per rollout): PolicyStep over all of them.

@@ -12,6 +12,7 @@
 #include "streamrl/core/fs.h"
 #include "streamrl/core/log.h"
 #include "streamrl/core/threads.h"
+#include "streamrl/dist/process_group.h"
 #include "streamrl/engine/engine.h"
 #include "streamrl/engine/sampler.h"
 #include "streamrl/model/checkpoint.h"
@@ -139,7 +140,7 @@ class RlLoop {
  public:
   RlLoop(const RlRunConfig& c, const tasks::Task& task, const PromptEncoder& prompts,
          model::CausalLM& policy, std::optional<model::CausalLM>& ref,
-         torch::optim::Optimizer& optimizer, telemetry::Trace* trace)
+         torch::optim::Optimizer& optimizer, telemetry::Trace* trace, dist::ProcessGroup* group)
       : c_(c),
         task_(task),
         prompts_(prompts),
@@ -147,6 +148,9 @@ class RlLoop {
         ref_(ref),
         optimizer_(optimizer),
         trace_(trace),
+        group_(group),
+        rank_(group ? group->rank() : 0),
+        world_(group ? group->world_size() : 1),
         dedicated_(c.mode != "colocate"),
         streaming_(c.mode == "stream" || c.mode == "async"),
         async_(c.mode == "async") {}
@@ -163,6 +167,7 @@ class RlLoop {
     const double gen_busy0 = gen_->busy_seconds();
     PolicyStep step(policy_, optimizer_, c_.loss, c_.update);
     step.set_trace(trace_, kTrainerTrack);
+    step.set_process_group(group_);
     if (!dedicated_) {
       const auto t0 = Clock::now();
       gen_->drive_until_idle();
@@ -178,7 +183,7 @@ class RlLoop {
     };
     train_ready(streaming_);
     std::vector<engine::Sample> raw;  // disagg/colocate: per-sample work after the full batch
-    const size_t expected = static_cast<size_t>(c_.prompts_per_iteration) * c_.group_size;
+    const size_t expected = static_cast<size_t>(own_prompts()) * c_.group_size;
     size_t received = 0;
     for (const auto& g : b.arrived) received += g;
     while (received < expected) {
@@ -228,6 +233,12 @@ class RlLoop {
   int64_t refused() const { return refused_; }
 
  private:
+  // Data parallelism: rank r generates and trains prompts r, r + world, r + 2 world, ...
+  int own_prompts() const {
+    const int P = c_.prompts_per_iteration;
+    return P / world_ + (rank_ < P % world_ ? 1 : 0);
+  }
+
   void submit(int64_t k) {
     IterationBatch& b = batches_[k];
     const int P = c_.prompts_per_iteration;
@@ -236,7 +247,7 @@ class RlLoop {
     for (int i = 0; i < P; ++i) b.problems.push_back(draw_training_problem(k * P + i));
     const int max_seq_len = static_cast<int>(policy_->config().max_position_embeddings);
     std::vector<engine::Request> requests;
-    for (int i = 0; i < P; ++i) {
+    for (int i = rank_; i < P; i += world_) {
       engine::Request r;
       r.request_id = k * P + i;
       r.prompt_ids = prompts_.prompt_ids(b.problems[i]);
@@ -355,6 +366,8 @@ class RlLoop {
   std::optional<model::CausalLM>& ref_;
   torch::optim::Optimizer& optimizer_;
   telemetry::Trace* trace_;
+  dist::ProcessGroup* group_;
+  const int rank_, world_;
   const bool dedicated_, streaming_, async_;
   std::unique_ptr<RolloutGenerator> gen_;
   std::map<int64_t, IterationBatch> batches_;
@@ -368,6 +381,19 @@ class RlLoop {
 nlohmann::json run_rl(const RlRunConfig& c, const std::string& resolved_config_yaml) {
   auto run_start = Clock::now();
   const bool dedicated = c.mode != "colocate";
+  // Trainer data parallelism under `streamrl launch` (torchrun's environment): each rank trains
+  // its share of the prompts and the gradients are summed; rank 0 alone writes the run directory
+  // and evaluates. Collectives may wait for rank 0's evaluation, hence the generous bound.
+  std::unique_ptr<dist::ProcessGroup> group;
+  const dist::ProcessGroupOptions pgo = dist::process_group_options_from_env(
+      std::chrono::milliseconds(static_cast<int64_t>(c.sample_timeout_s * 1000)));
+  if (pgo.world_size > 1) {
+    if (!c.sgs_urls.empty()) {
+      throw InputError("sgs.urls with several trainer processes is not supported (one run)");
+    }
+    group = std::make_unique<dist::ProcessGroup>(pgo);
+  }
+  const bool lead = pgo.rank == 0;
   core::apply_core_budget(dedicated
                               ? c.trainer_threads
                               : (c.run.threads > 0 ? c.run.threads : core::available_cores()));
@@ -394,10 +420,18 @@ nlohmann::json run_rl(const RlRunConfig& c, const std::string& resolved_config_y
     throw InputError(run_dir.string() + " already has checkpoints; set run.resume=true to " +
                      "continue it or choose another run.name");
   }
-  core::write_file_atomic(run_dir / "config.yaml", resolved_config_yaml);
-  telemetry::MetricsLog metrics(run_dir / "metrics.jsonl", start_iter);
+  if (group) {  // every rank starts from rank 0's parameters
+    torch::NoGradGuard no_grad;
+    std::vector<torch::Tensor> params = policy->parameters();
+    group->broadcast_from_rank0(params);
+  }
+  std::optional<telemetry::MetricsLog> metrics;
+  if (lead) {
+    core::write_file_atomic(run_dir / "config.yaml", resolved_config_yaml);
+    metrics.emplace(run_dir / "metrics.jsonl", start_iter);
+  }
   telemetry::Trace trace_store;
-  telemetry::Trace* trace = c.trace ? &trace_store : nullptr;
+  telemetry::Trace* trace = c.trace && lead ? &trace_store : nullptr;
   if (trace) {
     trace->name_track(kTrainerTrack, "trainer (" + c.mode + ")");
     const int instances = !c.sgs_urls.empty() ? static_cast<int>(c.sgs_urls.size())
@@ -414,10 +448,10 @@ nlohmann::json run_rl(const RlRunConfig& c, const std::string& resolved_config_y
     return evaluate(policy, prompts, task, c.eval);
   };
   nlohmann::json before;
-  if (start_iter == 0 && c.eval.n > 0) {
+  if (start_iter == 0 && c.eval.n > 0 && lead) {
     EvalResult e = evaluate_now();
     before = e.to_json();
-    metrics.write({{"step", 0}, {"eval", before}});
+    metrics->write({{"step", 0}, {"eval", before}});
     SLOG(kInfo) << "held-out accuracy before RL: " << e.accuracy;
   }
 
@@ -428,7 +462,7 @@ nlohmann::json run_rl(const RlRunConfig& c, const std::string& resolved_config_y
   ec.max_seq_len = static_cast<int>(policy->config().max_position_embeddings);
   ec.trace = trace;
   ec.trace_track = kGeneratorTrack;
-  RlLoop loop(c, task, prompts, policy, ref, *optimizer, trace);
+  RlLoop loop(c, task, prompts, policy, ref, *optimizer, trace, group.get());
   // With sgs.urls, `streamrl serve` processes generate and weights travel over HTTP.
   loop.start(!c.sgs_urls.empty() ? RolloutGenerator::remote(c.sgs_urls, policy, start_iter)
              : dedicated         ? RolloutGenerator::dedicated(policy, ec, c.sgs, start_iter)
@@ -446,10 +480,14 @@ nlohmann::json run_rl(const RlRunConfig& c, const std::string& resolved_config_y
     const double gen_s = loop.generator_seconds();
     const double trainer_busy = up.seconds + st.sample_work_s + st.weight_update_s;
 
-    double reward_mean = 0, correct = 0;
+    double reward_mean = 0, correct = 0, samples = static_cast<double>(st.rewards.size());
     for (double r : st.rewards) reward_mean += r;
     for (double sc : st.scores) correct += sc >= 1.0;
-    reward_mean /= std::max<size_t>(1, st.rewards.size());
+    if (group) {  // over all ranks' samples (lengths and versions below are rank 0's)
+      const std::vector<double> g = group->all_reduce_sum({reward_mean, correct, samples});
+      reward_mean = g[0], correct = g[1], samples = g[2];
+    }
+    reward_mean /= std::max(1.0, samples);
     // Every sample may have been refused (async with a tight staleness bound).
     tasks::LengthSummary ls =
         st.lengths.empty() ? tasks::LengthSummary{} : tasks::summarize(st.lengths);
@@ -470,7 +508,7 @@ nlohmann::json run_rl(const RlRunConfig& c, const std::string& resolved_config_y
         {"staleness_max", it - min_version},
         {"refused_samples", loop.refused()},
         {"reward_mean", reward_mean},
-        {"accuracy", correct / std::max<size_t>(1, st.rewards.size())},
+        {"accuracy", correct / std::max(1.0, samples)},
         {"response_length",
          {{"mean", mean_len}, {"p50", ls.p50}, {"p90", ls.p90}, {"max", ls.max}}},
         {"kl", m.kl_mean()},
@@ -481,9 +519,9 @@ nlohmann::json run_rl(const RlRunConfig& c, const std::string& resolved_config_y
         {"grad_norm", up.grad_norm},
         {"skipped_zero_advantage", up.skipped_samples},
         {"lr", up.lr},
-        {"samples", st.rewards.size()},
+        {"samples", static_cast<int64_t>(samples)},
         {"generated_tokens_per_s", st.generated_tokens / std::max(1e-9, gen_s)},
-        {"samples_per_s", st.rewards.size() / std::max(1e-9, iter_s)},
+        {"samples_per_s", samples / std::max(1e-9, iter_s)},
         {"stage_seconds",
          {{"generate", gen_s},
           {"sample_work", st.sample_work_s},
@@ -498,10 +536,12 @@ nlohmann::json run_rl(const RlRunConfig& c, const std::string& resolved_config_y
           {"trainer", std::max(0.0, 1.0 - trainer_busy / iter_s)}}},
     };
     if (loop.ranker_metrics()) rec["ranker"] = *loop.ranker_metrics();
+    if (group) rec["trainer_ranks"] = group->world_size();
+    if (!lead) continue;
     if (c.eval_every > 0 && done % c.eval_every == 0 && done < c.iterations && c.eval.n > 0) {
       rec["eval"] = evaluate_now().to_json();
     }
-    metrics.write(rec);
+    metrics->write(rec);
     char status[96];
     std::snprintf(status, sizeof(status), "reward %.3f len %.0f kl %.4f %.1fs/it", reward_mean,
                   mean_len, m.kl_mean(), iter_s);
@@ -513,6 +553,9 @@ nlohmann::json run_rl(const RlRunConfig& c, const std::string& resolved_config_y
     }
   }
   progress.finish();
+  if (!lead) {
+    return {{"rank", pgo.rank}, {"iterations", c.iterations}, {"minutes", since(run_start) / 60.0}};
+  }
 
   // 4. Final checkpoint and held-out evaluation.
   save_training_checkpoint(run_dir, c.iterations, policy, tok->to_json(), *optimizer,
@@ -525,7 +568,7 @@ nlohmann::json run_rl(const RlRunConfig& c, const std::string& resolved_config_y
                            {"resumed_from_iteration", start_iter}};
   if (c.eval.n > 0) {
     EvalResult after = evaluate_now();
-    metrics.write({{"step", c.iterations}, {"final_eval", after.to_json()}});
+    metrics->write({{"step", c.iterations}, {"final_eval", after.to_json()}});
     result["eval_after"] = after.to_json();
     result["accuracy_after"] = after.accuracy;
     if (!before.is_null()) {
