@@ -331,6 +331,16 @@ TEST_F(HfCheckpointCli, SftAndOneTrainIterationOnChatDataset) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   json j = json::parse(last_line(r.output));
   EXPECT_TRUE(j.contains("accuracy_after")) << j.dump();
+  // The fine-tuned checkpoints keep the chat template and generation defaults, so they can be
+  // evaluated on the chat dataset as they are.
+  for (const char* run : {"sft", "rl"}) {
+    const fs::path final_dir = fs::path(dir_) / "runs" / run / "final";
+    EXPECT_TRUE(fs::exists(final_dir / "tokenizer_config.json")) << run;
+    EXPECT_TRUE(fs::exists(final_dir / "generation_config.json")) << run;
+  }
+  r = run_streamrl({"eval", "--ckpt", dir_ + "/runs/rl/final", "--data", dir_ + "/chat.jsonl",
+                    "--n", "2", "--max-new-tokens", "4", "--threads", "1"});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 
 TEST_F(HfCheckpointCli, ChatDatasetWithoutTemplateIsOneLineError) {

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include "streamrl/core/errors.h"
@@ -36,6 +38,18 @@ void save_checkpoint(const fs::path& dir, CausalLM& model, const std::string& to
   core::write_file_atomic(tmp / "tokenizer.json", tokenizer_json);
   for (const auto& [name, bytes] : extra_files) core::write_file_atomic(tmp / name, bytes);
   core::replace_directory(tmp, dir);
+}
+
+std::map<std::string, std::string> checkpoint_side_files(const fs::path& dir) {
+  std::map<std::string, std::string> out;
+  if (dir.empty()) return out;
+  for (const char* name :
+       {"tokenizer_config.json", "generation_config.json", "special_tokens_map.json"}) {
+    std::ifstream in(dir / name, std::ios::binary);
+    if (!in) continue;
+    out[name] = std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  return out;
 }
 
 void load_weights(CausalLM& model, const std::map<std::string, torch::Tensor>& weights,

@@ -19,6 +19,12 @@ void save_checkpoint(const std::filesystem::path& dir, CausalLM& model,
                      const std::string& tokenizer_json,
                      const std::map<std::string, std::string>& extra_files = {});
 
+// The Hugging Face side files of checkpoint `dir` that a fine-tuned copy must keep to behave the
+// same (tokenizer_config.json with its chat template, generation_config.json with its stop ids and
+// sampling defaults, special_tokens_map.json), name -> bytes, for save_checkpoint's extra_files.
+// Files that are absent are left out; `dir` "" gives none.
+std::map<std::string, std::string> checkpoint_side_files(const std::filesystem::path& dir);
+
 // Reads config.json and the weights of `dir` into a new model (F16/BF16 weights converted to F32).
 // Throws InputError naming the file for a missing/corrupt file, and naming the tensor and both
 // shapes for a missing or mis-shaped tensor. Unexpected extra tensors are an error too.

@@ -560,7 +560,8 @@ nlohmann::json run_rl(const RlRunConfig& c, const std::string& resolved_config_y
   // 4. Final checkpoint and held-out evaluation.
   save_training_checkpoint(run_dir, c.iterations, policy, tok->to_json(), *optimizer,
                            {{"step", c.iterations}, {"kind", "rl"}}, c.checkpoint.keep);
-  model::save_checkpoint(run_dir / "final", policy, tok->to_json());
+  model::save_checkpoint(run_dir / "final", policy, tok->to_json(),
+                         model::checkpoint_side_files(c.init_from));
   nlohmann::json result = {{"run_dir", run_dir.string()},
                            {"mode", c.mode},
                            {"checkpoint", (run_dir / "final").string()},

@@ -178,7 +178,8 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
 
   // 4. Final checkpoint (also as <run>/final for a stable path) and held-out evaluation.
   checkpoint(c.steps);
-  model::save_checkpoint(run_dir / "final", model, tok->to_json());
+  model::save_checkpoint(run_dir / "final", model, tok->to_json(),
+                         model::checkpoint_side_files(c.init_from));
   nlohmann::json result = {{"run_dir", run_dir.string()},
                            {"checkpoint", (run_dir / "final").string()},
                            {"steps", c.steps},
