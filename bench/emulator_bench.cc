@@ -1,11 +1,13 @@
 #include "emulator_bench.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "streamrl/core/config.h"
 #include "streamrl/core/errors.h"
@@ -90,6 +92,7 @@ void add_run_details(json& j) {
       if (r.is_object() && r.contains("stage_seconds") && r.contains("response_length")) {
         json st = r["response_length"];
         if (r.contains("samples")) st["samples"] = r["samples"];
+        if (r.contains("skipped_zero_advantage")) st["skipped"] = r["skipped_zero_advantage"];
         per.push_back(st);
       }
     }
@@ -120,11 +123,12 @@ double task_prompt_tokens(const fs::path& dir) {
   return sum / n;
 }
 
-// Training speed at the current core budget: forward (log-probs) + backward over the measured
-// batch packed as the trainer does (longest first into micro-batches of at most `budget` padded
-// tokens), then one Adam step.
+// Training speed at the current core budget: forward (log-probs and entropy, as the trainer
+// scores) + backward over the measured batch packed as the trainer does (longest first into
+// micro-batches of at most `budget` padded tokens), then one Adam step. One warm-up pass
+// (first-call allocations), then the median of `reps` passes.
 planner::TrainerModel measure_trainer(model::CausalLM& lm, std::vector<int> seq_lens,
-                                      int64_t budget) {
+                                      int64_t budget, int reps = 3) {
   std::sort(seq_lens.rbegin(), seq_lens.rend());
   std::vector<std::vector<int>> micro;
   for (int len : seq_lens) {
@@ -136,26 +140,88 @@ planner::TrainerModel measure_trainer(model::CausalLM& lm, std::vector<int> seq_
   }
   torch::optim::Adam opt(lm->parameters(), torch::optim::AdamOptions(1e-6));
   const int vocab = lm->config().vocab_size;
+  model::ScoreOptions so;
+  so.return_entropy = true;
+  std::vector<double> fwd_bwd, step;
   int64_t tokens = 0;
-  auto t0 = Clock::now();
-  for (const auto& rows : micro) {
-    const int64_t b = rows.size(), t = rows.front();
-    auto ids = torch::randint(vocab, {b, t}, torch::kLong);
-    auto valid = torch::zeros({b, t}, torch::kBool);
-    for (int64_t i = 0; i < b; ++i) valid[i].narrow(0, 0, rows[i]).fill_(true);
-    auto out = lm->score(ids, valid);
-    out.logprobs.sum().backward();
-    for (int l : rows) tokens += l;
+  for (int r = 0; r <= reps; ++r) {
+    tokens = 0;
+    auto t0 = Clock::now();
+    for (const auto& rows : micro) {
+      const int64_t b = rows.size(), t = rows.front();
+      auto ids = torch::randint(vocab, {b, t}, torch::kLong);
+      auto valid = torch::zeros({b, t}, torch::kBool);
+      for (int64_t i = 0; i < b; ++i) valid[i].narrow(0, 0, rows[i]).fill_(true);
+      auto out = lm->score(ids, valid, so);
+      (out.logprobs.sum() + 0 * out.entropy.sum()).backward();
+      for (int l : rows) tokens += l;
+    }
+    const double fb = since(t0);
+    t0 = Clock::now();
+    opt.step();
+    opt.zero_grad();
+    if (r == 0) continue;  // warm-up
+    fwd_bwd.push_back(fb);
+    step.push_back(since(t0));
   }
-  const double fwd_bwd = since(t0);
-  t0 = Clock::now();
-  opt.step();
-  opt.zero_grad();
+  std::sort(fwd_bwd.begin(), fwd_bwd.end());
+  std::sort(step.begin(), step.end());
   planner::TrainerModel tr;
-  tr.step_overhead_s = since(t0);
-  tr.tokens_per_s = tokens / fwd_bwd;
+  tr.step_overhead_s = step[step.size() / 2];
+  tr.tokens_per_s = tokens / fwd_bwd[fwd_bwd.size() / 2];
   tr.micro_batch_tokens = budget;
   return tr;
+}
+
+// CPU interference of generation and training on one thread each (stream and async run them at
+// the same time on this machine's cores): the decode step time and the training speed measured
+// alone and while the other runs in a second thread on its own model copy. Returns {generation
+// slowdown, training slowdown}; both measured, nothing fitted.
+std::pair<double, double> measure_interference(const model::ModelConfig& mc,
+                                               const std::vector<int>& seqs, int64_t budget,
+                                               const engine::ProfileConfig& pc, json& inputs) {
+  model::CausalLM gen_lm(mc, 0), train_lm(mc, 1);
+  core::apply_core_budget(1);
+  auto decode_step = [&] {
+    const auto p = planner::PtlTable::from_json(engine::measure_profile(gen_lm, pc).to_json());
+    return p.step_seconds(pc.batch_sizes.back(), pc.contexts[pc.contexts.size() / 2]);
+  };
+  const double gen_alone = decode_step();
+  const double train_alone = measure_trainer(train_lm, seqs, budget).tokens_per_s;
+  std::atomic<bool> stop{false};
+  auto background = [&](bool train) {
+    return std::thread([&, train] {
+      core::apply_core_budget(1);  // OpenMP's setting is per thread
+      while (!stop.load()) {
+        if (train) {
+          measure_trainer(train_lm, seqs, budget, 1);
+        } else {
+          decode_step();
+        }
+      }
+    });
+  };
+  std::thread bg = background(/*train=*/true);
+  const double gen_busy = decode_step();
+  stop = true;
+  bg.join();
+  stop = false;
+  bg = background(/*train=*/false);
+  const double train_busy = measure_trainer(train_lm, seqs, budget).tokens_per_s;
+  stop = true;
+  bg.join();
+  const double kg = std::max(1.0, gen_busy / gen_alone);
+  const double kt = std::max(1.0, train_alone / train_busy);
+  inputs["interference"] = {{"decode_step_ms_alone", 1e3 * gen_alone},
+                            {"decode_step_ms_with_training", 1e3 * gen_busy},
+                            {"train_tokens_per_s_alone", train_alone},
+                            {"train_tokens_per_s_with_decoding", train_busy},
+                            {"gen_slowdown", kg},
+                            {"train_slowdown", kt},
+                            {"note",
+                             "measured here (each stage on one thread, the other running in a "
+                             "second thread); slowdowns below 1 are clamped to 1"}};
+  return {kg, kt};
 }
 
 // In-process weight channel: one copy of every parameter.
@@ -207,11 +273,29 @@ json run_emulator_bench(const BenchOptions& options) {
   pc.contexts = {prompt, prompt + max_len / 2, prompt + max_len};
   pc.steps = options.quick ? 3 : 8;
 
+  // Threads of each measured run's roles: colocate variants use the ATen thread count of their
+  // label ("colocate_1thread": 1, "colocate": all cores), the dedicated modes the split.
+  auto threads_of = [&](const std::string& label, bool gen) {
+    if (planner::label_mode(label) != planner::Mode::kColocate) {
+      return gen ? run.generator_threads : run.trainer_threads;
+    }
+    const auto n = label.find("thread");
+    if (n != std::string::npos) {
+      const auto u = label.find('_');
+      return std::max(1, std::atoi(label.substr(u + 1, n - u - 1).c_str()));
+    }
+    return run.colocate_threads;
+  };
+  std::vector<int> budgets;
+  for (const auto& [label, seconds] : run.iteration_seconds) {
+    budgets.push_back(threads_of(label, true));
+    budgets.push_back(threads_of(label, false));
+  }
   // Each core budget a role used in the measured run, profiled once.
   std::map<int, planner::PtlTable> ptl;
   std::map<int, planner::TrainerModel> trainer;
   json inputs = json::object();
-  for (int threads : {run.colocate_threads, run.generator_threads, run.trainer_threads}) {
+  for (int threads : budgets) {
     if (ptl.count(threads)) continue;
     core::apply_core_budget(threads);
     ptl.emplace(threads, planner::PtlTable::from_json(engine::measure_profile(lm, pc).to_json()));
@@ -226,17 +310,22 @@ json run_emulator_bench(const BenchOptions& options) {
   }
   core::apply_core_budget(run.trainer_threads);
   const double weight_s = measure_weight_copy(lm);
+  engine::ProfileConfig ipc = pc;  // one decode point: the measured batch at mid context
+  ipc.batch_sizes = {run.max_batch};
+  ipc.contexts = {prompt + max_len / 2};
+  const auto [gen_slow, train_slow] =
+      measure_interference(lm->config(), seqs, run.micro_batch_tokens, ipc, inputs);
+  core::apply_core_budget(run.trainer_threads);
 
-  std::map<planner::Mode, planner::ModeSetup> setups;
-  for (const auto& [mode, seconds] : run.iteration_seconds) {
-    const bool coloc = mode == planner::Mode::kColocate;
-    const int gt = coloc ? run.colocate_threads : run.generator_threads;
-    const int tt = coloc ? run.colocate_threads : run.trainer_threads;
+  std::map<std::string, planner::ModeSetup> setups;
+  for (const auto& [label, seconds] : run.iteration_seconds) {
     planner::ModeSetup s;
-    s.generator = planner::measured_instance(ptl.at(gt), run.max_batch);
-    s.trainer = trainer.at(tt);
+    s.generator = planner::measured_instance(ptl.at(threads_of(label, true)), run.max_batch);
+    s.trainer = trainer.at(threads_of(label, false));
     s.weight_update_s = weight_s;
-    setups[mode] = s;
+    s.gen_slowdown = gen_slow;
+    s.train_slowdown = train_slow;
+    setups[label] = s;
   }
   json result = planner::compare_modes(run, setups);
   result["measured_file"] = path;

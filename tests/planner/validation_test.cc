@@ -39,14 +39,14 @@ TEST(Validation, ParsesTheRlModesJsonAndComparesEachMode) {
   EXPECT_EQ(run.prompts, 2);
   EXPECT_EQ(run.group_size, 4);
   EXPECT_EQ(run.iteration_seconds.size(), 2u);
-  EXPECT_EQ(run.lengths.at(Mode::kDisagg).size(), 2u);
-  const json r = compare_modes(
-      run, {{Mode::kColocate, constant_setup(0.01)}, {Mode::kDisagg, constant_setup(0.01)}});
+  EXPECT_EQ(run.lengths.at("disagg").size(), 2u);
+  const json r =
+      compare_modes(run, {{"colocate", constant_setup(0.01)}, {"disagg", constant_setup(0.01)}});
   EXPECT_NEAR(r["modes"]["colocate"]["predicted_s"].get<double>(), 2.38, 1e-9);
   EXPECT_NEAR(r["modes"]["colocate"]["relative_error"].get<double>(), 0, 1e-9);
   EXPECT_NEAR(r["modes"]["disagg"]["predicted_s"].get<double>(), 2.63, 1e-9);
   EXPECT_NEAR(r["max_relative_error"].get<double>(), 0.63 / 2.0, 1e-9);
-  EXPECT_THROW(compare_modes(run, {{Mode::kColocate, constant_setup(0.01)}}), InputError);
+  EXPECT_THROW(compare_modes(run, {{"colocate", constant_setup(0.01)}}), InputError);
 }
 
 TEST(Validation, StageCalibrationScalesToTheMeasuredStages) {
@@ -67,13 +67,61 @@ TEST(Validation, StageCalibrationScalesToTheMeasuredStages) {
           {"lengths", std::vector<int>(8, 100)}}},
         {"stream", {{"iteration_s", 5.01}, {"lengths", std::vector<int>(8, 100)}}}}}};
   MeasuredRun run = MeasuredRun::from_json(measured);
-  const json r = compare_modes(
-      run, {{Mode::kDisagg, constant_setup(0.01)}, {Mode::kStream, constant_setup(0.01)}});
+  const json r =
+      compare_modes(run, {{"disagg", constant_setup(0.01)}, {"stream", constant_setup(0.01)}});
   EXPECT_NEAR(r["modes"]["disagg"]["predicted_s"].get<double>(), 2.63, 1e-9);
   EXPECT_NEAR(r["modes"]["stream"]["calibrated_s"].get<double>(), 5.01, 1e-9);
   EXPECT_NEAR(r["modes"]["stream"]["calibration"]["gen_scale"].get<double>(), 2.0, 1e-9);
   EXPECT_NEAR(r["max_relative_error_stage_calibrated"].get<double>(), 0, 1e-9);
   EXPECT_GT(r["max_relative_error"].get<double>(), 0.4);
+}
+
+TEST(Validation, SkippedGroupsAreNotTrainedAndVariantsAreSeparateRuns) {
+  // 2 groups of 4 x (10 + 100) tokens; iteration 2 skipped one group (zero advantage): training
+  // 880 tokens then 440 at 1000/s + 0.5 s. Steady-state colocate = 1 s generation + 0.94 s.
+  const json measured = {
+      {"workload", {{"group_size", 4}, {"iterations", 2}, {"prompt_tokens_mean", 10}}},
+      {"modes",
+       {{"colocate_1thread",
+         {{"iteration_s", 1.94},
+          {"response_length_per_iteration",
+           {{{"p50", 100}, {"p90", 100}, {"max", 100}, {"samples", 8}, {"skipped", 0}},
+            {{"p50", 100}, {"p90", 100}, {"max", 100}, {"samples", 8}, {"skipped", 4}}}}}},
+        {"colocate", {{"iteration_s", 4.0}, {"lengths", std::vector<int>(8, 100)}}}}}};
+  MeasuredRun run = MeasuredRun::from_json(measured);
+  EXPECT_EQ(run.skipped.at("colocate_1thread"), (std::vector<int>{0, 4}));
+  EXPECT_EQ(label_mode("colocate_1thread"), Mode::kColocate);
+  const json r = compare_modes(
+      run, {{"colocate_1thread", constant_setup(0.01)}, {"colocate", constant_setup(0.01)}});
+  EXPECT_NEAR(r["modes"]["colocate_1thread"]["predicted_s"].get<double>(), 1.94, 1e-9);
+  EXPECT_NEAR(r["modes"]["colocate"]["predicted_s"].get<double>(), 2.38, 1e-9);
+  EXPECT_THROW(compare_modes(run, {{"colocate", constant_setup(0.01)}}), InputError);
+}
+
+TEST(Validation, InterferenceSlowsOnlyOverlappingModes) {
+  const json lengths = std::vector<int>(8, 100);
+  const json measured = {
+      {"workload", {{"group_size", 4}, {"iterations", 3}, {"prompt_tokens_mean", 10}}},
+      {"modes",
+       {{"disagg", {{"iteration_s", 2.63}, {"lengths", lengths}}},
+        {"stream", {{"iteration_s", 2.0}, {"lengths", lengths}}}}}};
+  MeasuredRun run = MeasuredRun::from_json(measured);
+  ModeSetup slow = constant_setup(0.01);
+  slow.gen_slowdown = 2;
+  slow.train_slowdown = 1.5;
+  const json plain =
+      compare_modes(run, {{"disagg", constant_setup(0.01)}, {"stream", constant_setup(0.01)}});
+  const json r = compare_modes(run, {{"disagg", slow}, {"stream", slow}});
+  // Disagg never overlaps its stages: unchanged.
+  EXPECT_NEAR(r["modes"]["disagg"]["predicted_s"].get<double>(), 2.63, 1e-9);
+  // Stream's generation (1 s, x2 while the trainer is busy) outlasts the trainer's 1.38 s, so the
+  // trainer is slowed all along (x1.5) and the generator for the trainer's share of its time.
+  EXPECT_GT(r["modes"]["stream"]["predicted_s"].get<double>(),
+            plain["modes"]["stream"]["predicted_s"].get<double>() + 0.5);
+  const double kg = r["modes"]["stream"]["interference"]["gen_factor"].get<double>();
+  EXPECT_GT(kg, 1.5);
+  EXPECT_LT(kg, 2.0);
+  EXPECT_NEAR(r["modes"]["stream"]["interference"]["train_factor"].get<double>(), 1.5, 1e-9);
 }
 
 TEST(Validation, LengthsFromQuantilesWhenNotListed) {
@@ -83,7 +131,7 @@ TEST(Validation, LengthsFromQuantilesWhenNotListed) {
                           {{"iteration_seconds", 3.0},
                            {"response_length", {{"p50", 40}, {"p90", 120}, {"max", 300}}}}}};
   MeasuredRun run = MeasuredRun::from_json(measured);
-  const auto& l = run.lengths.at(Mode::kColocate).front();
+  const auto& l = run.lengths.at("colocate").front();
   ASSERT_EQ(l.size(), 100u);
   EXPECT_EQ(*std::max_element(l.begin(), l.end()) <= 300, true);
   std::vector<int> sorted = l;

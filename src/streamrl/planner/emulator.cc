@@ -290,11 +290,14 @@ EmulatorResult emulate(const EmulatorInput& in) {
     it.train_start = -1;
     for (size_t i = 0; i < done.size(); ++i) {
       const int grp = done[i].second;
-      for (int j = 0; j < b.group_size; ++j) {
-        buf_tokens += b.prompt_tokens[grp] + b.output_tokens[grp * b.group_size + j];
+      if (b.trained(grp)) {
+        for (int j = 0; j < b.group_size; ++j) {
+          buf_tokens += b.prompt_tokens[grp] + b.output_tokens[grp * b.group_size + j];
+        }
+        buf_samples += b.group_size;
       }
-      buf_samples += b.group_size;
       if (buf_tokens < budget && i + 1 < done.size()) continue;
+      if (buf_samples == 0) continue;  // only skipped groups so far
       const double st = std::max(t, done[i].first);
       const double dur = in.trainer.seconds(buf_tokens, buf_samples);
       if (it.train_start < 0) it.train_start = st;

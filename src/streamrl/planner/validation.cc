@@ -49,16 +49,19 @@ std::vector<int> lengths_from_stats(const json& st, int count) {
 
 }  // namespace
 
+Mode label_mode(const std::string& label) { return parse_mode(label.substr(0, label.find('_'))); }
+
 MeasuredRun MeasuredRun::from_json(const json& j) {
   if (!j.is_object()) throw InputError("rl_modes JSON: expected an object");
   MeasuredRun r;
   const json* modes = j.contains("modes") ? &j["modes"] : &j;
   const json* workload = j.contains("workload") ? &j["workload"] : nullptr;
   try {
-    for (const char* name : {"colocate", "disagg", "stream", "async"}) {
-      if (!modes->contains(name)) continue;
-      const json& m = (*modes)[name];
-      const Mode mode = parse_mode(name);
+    for (const auto& [label, m] : modes->items()) {
+      if (!m.is_object()) continue;
+      const std::string base = label.substr(0, label.find('_'));
+      if (base != "colocate" && base != "disagg" && base != "stream" && base != "async") continue;
+      const std::string& name = label;
       const std::vector<const json*> scopes = {&m, workload, &j};
       if (r.prompts == 0) {
         read_opt(scopes, {"prompts_per_iteration", "prompts"}, r.prompts);
@@ -93,14 +96,14 @@ MeasuredRun MeasuredRun::from_json(const json& j) {
                          "' has no iteration_s (or iteration_seconds, stage_seconds.iteration)");
       }
       if (!(it > 0)) throw InputError(std::string("rl_modes JSON: '") + name + "' iteration time");
-      r.iteration_seconds[mode] = it;
-      if (m.contains("stage_seconds")) r.stage_seconds[mode] = m["stage_seconds"];
+      r.iteration_seconds[label] = it;
+      if (m.contains("stage_seconds")) r.stage_seconds[label] = m["stage_seconds"];
       if (m.contains("generate_s") && m.contains("train_s")) {
-        r.stages[mode] = {m["generate_s"].get<double>(), m["train_s"].get<double>()};
+        r.stages[label] = {m["generate_s"].get<double>(), m["train_s"].get<double>()};
       } else if (m.contains("stage_seconds") && m["stage_seconds"].contains("generate") &&
                  m["stage_seconds"].contains("train")) {
-        r.stages[mode] = {m["stage_seconds"]["generate"].get<double>(),
-                          m["stage_seconds"]["train"].get<double>()};
+        r.stages[label] = {m["stage_seconds"]["generate"].get<double>(),
+                           m["stage_seconds"]["train"].get<double>()};
       }
       std::vector<std::vector<int>> lens;
       if (const json* v =
@@ -116,6 +119,7 @@ MeasuredRun MeasuredRun::from_json(const json& j) {
           const int n = st.value("samples", r.prompts * r.group_size);
           if (n <= 0) throw InputError("rl_modes JSON: prompts_per_iteration is required");
           lens.push_back(lengths_from_stats(st, n));
+          if (st.contains("skipped")) r.skipped[label].push_back(st["skipped"].get<int>());
         }
         if (lens.empty()) throw InputError("rl_modes JSON: empty response_length_per_iteration");
       } else if (const json* st = find_key({&m, workload, &j}, {"response_length"})) {
@@ -125,7 +129,7 @@ MeasuredRun MeasuredRun::from_json(const json& j) {
         throw InputError(std::string("rl_modes JSON: mode '") + name +
                          "' has no lengths or response_length {p50, p90, max}");
       }
-      r.lengths[mode] = lens;
+      r.lengths[label] = lens;
     }
   } catch (const json::exception& e) {
     throw InputError(std::string("rl_modes JSON: ") + e.what());
@@ -139,16 +143,18 @@ MeasuredRun MeasuredRun::from_json(const json& j) {
 
 namespace {
 
-EmulatorInput make_input(const MeasuredRun& run, Mode mode, const ModeSetup& s) {
+EmulatorInput make_input(const MeasuredRun& run, const std::string& label, const ModeSetup& s) {
   EmulatorInput in;
-  in.mode = mode;
+  in.mode = label_mode(label);
   in.dispatch = Dispatch::kRandom;  // one instance: FIFO admission in request order
   in.instances = {s.generator};
   in.trainer = s.trainer;
   in.weight_update_s = s.weight_update_s;
-  const auto& lens = run.lengths.at(mode);
+  const auto& lens = run.lengths.at(label);
+  const auto skipped_it = run.skipped.find(label);
   for (int k = 0; k < std::max(1, run.iterations); ++k) {
-    const std::vector<int>& l = lens[std::min<size_t>(k, lens.size() - 1)];
+    const size_t at = std::min<size_t>(k, lens.size() - 1);
+    const std::vector<int>& l = lens[at];
     Batch b;
     b.group_size = run.group_size;
     const int groups = static_cast<int>(l.size()) / run.group_size;
@@ -161,6 +167,12 @@ EmulatorInput make_input(const MeasuredRun& run, Mode mode, const ModeSetup& s) 
         sum += b.output_tokens.back();
       }
       b.estimate.push_back(sum / run.group_size);
+    }
+    if (skipped_it != run.skipped.end() && at < skipped_it->second.size()) {
+      // Which groups had equal rewards is not recorded, only how many: spread them evenly.
+      const int n = std::min(groups, skipped_it->second[at] / run.group_size);
+      b.skipped.assign(groups, 0);
+      for (int i = 0; i < n; ++i) b.skipped[static_cast<int64_t>(i) * groups / n] = 1;
     }
     in.batches.push_back(std::move(b));
   }
@@ -187,46 +199,110 @@ double predicted_seconds(const MeasuredRun& run, const EmulatorResult& r) {
   return run.steady_state ? r.steady_iteration_seconds : r.iteration_seconds;
 }
 
+// Setup with the interference slowdowns folded into the speeds. Only stream and async overlap the
+// stages; the share of each stage's time overlapped is taken from the emulated stage times
+// (generation overlaps the trainer's micro-batches almost fully, the trainer overlaps generation
+// for gen/train of its time), iterated to a fixed point because slowing one stage lengthens it.
+ModeSetup with_interference(const MeasuredRun& run, const std::string& label, const ModeSetup& s,
+                            json* info) {
+  const Mode mode = label_mode(label);
+  if ((mode != Mode::kStream && mode != Mode::kAsync) ||
+      (s.gen_slowdown == 1 && s.train_slowdown == 1)) {
+    return s;
+  }
+  double kg = 1, kt = 1;
+  ModeSetup out = s;
+  for (int round = 0; round < 4; ++round) {
+    const EmulatorResult r = emulate(make_input(run, label, out));
+    const double gen = r.gen_seconds, train = r.train_seconds;
+    if (!(gen > 0) || !(train > 0)) break;
+    const double gen_share = std::min(1.0, train / gen), train_share = std::min(1.0, gen / train);
+    kg = 1 + (s.gen_slowdown - 1) * gen_share;
+    kt = 1 + (s.train_slowdown - 1) * train_share;
+    out = s;
+    const StepFn step = s.generator.step_seconds;
+    out.generator.step_seconds = [step, kg](double b, double c) { return kg * step(b, c); };
+    out.generator.prefill_tokens_per_s /= kg;
+    out.trainer.tokens_per_s /= kt;
+  }
+  if (info) *info = {{"gen_factor", kg}, {"train_factor", kt}};
+  return out;
+}
+
 }  // namespace
 
-json compare_modes(const MeasuredRun& run, const std::map<Mode, ModeSetup>& setups) {
+json compare_modes(const MeasuredRun& run, const std::map<std::string, ModeSetup>& setups) {
   json modes = json::object();
   double worst = 0, worst_cal = 0;
-  for (const auto& [mode, measured] : run.iteration_seconds) {
-    auto it = setups.find(mode);
-    if (it == setups.end()) throw InputError("no emulator setup for mode " + mode_name(mode));
-    const EmulatorResult r = emulate(make_input(run, mode, it->second));
+  for (const auto& [label, measured] : run.iteration_seconds) {
+    auto it = setups.find(label);
+    if (it == setups.end()) throw InputError("no emulator setup for measured run " + label);
+    const Mode mode = label_mode(label);
+    json interference;
+    const EmulatorResult r =
+        emulate(make_input(run, label, with_interference(run, label, it->second, &interference)));
     const double predicted = predicted_seconds(run, r);
     const double err = std::abs(predicted - measured) / measured;
     worst = std::max(worst, err);
-    json& out = modes[mode_name(mode)];
+    json& out = modes[label];
     out = {{"measured_s", measured},
            {"predicted_s", predicted},
            {"relative_error", err},
            {"predicted", r.to_json()}};
-    if (run.stage_seconds.count(mode)) out["measured_stages"] = run.stage_seconds.at(mode);
+    if (!interference.is_null()) out["interference"] = interference;
+    if (run.stage_seconds.count(label)) out["measured_stages"] = run.stage_seconds.at(label);
+    if (run.stages.count(label)) {
+      out["measured_generate_s"] = run.stages.at(label).first;
+      out["measured_train_s"] = run.stages.at(label).second;
+    }
 
-    Mode ref = mode == Mode::kColocate ? Mode::kColocate : Mode::kDisagg;
-    if (!run.stages.count(ref) || !setups.count(ref)) ref = mode;
-    if (!run.stages.count(ref)) continue;
+    // Stage calibration. Speeds alone come from a run without overlapping stages: colocate runs
+    // calibrate on themselves (their speeds depend on the thread count), stream and async on
+    // disagg. Stream and async then get interference factors FITTED so that their emulated stage
+    // medians equal their own measured ones (the overlap share model of with_interference turns
+    // a slowdown while both run into whole-stage times). Fitted from stage times only, never from
+    // the iteration time, so what is tested is the overlap and the bubble structure of the mode.
+    std::string ref = mode == Mode::kColocate || mode == Mode::kDisagg ? label : "disagg";
+    if (!run.stages.count(ref) || !setups.count(ref)) ref = label;
+    if (!run.stages.count(ref) || !setups.count(ref)) continue;
+    ModeSetup plain = setups.at(ref);
+    plain.gen_slowdown = plain.train_slowdown = 1;
     const auto [gen_e, train_e] =
-        stage_medians(emulate(make_input(run, ref, setups.at(ref))), run.steady_state);
+        stage_medians(emulate(make_input(run, ref, plain)), run.steady_state);
     const auto [gen_m, train_m] = run.stages.at(ref);
     if (!(gen_e > 0) || !(train_e > 0) || !(gen_m > 0) || !(train_m > 0)) continue;
     const double kg = gen_m / gen_e, kt = train_m / train_e;
     ModeSetup cal = it->second;
+    cal.gen_slowdown = cal.train_slowdown = 1;
     const StepFn step = cal.generator.step_seconds;
     cal.generator.step_seconds = [step, kg](double b, double c) { return kg * step(b, c); };
     cal.generator.prefill_tokens_per_s /= kg;
     cal.trainer.tokens_per_s /= kt;
     cal.trainer.step_overhead_s *= kt;
-    const double calibrated = predicted_seconds(run, emulate(make_input(run, mode, cal)));
+    const bool overlapping = mode == Mode::kStream || mode == Mode::kAsync;
+    if (overlapping && ref != label && run.stages.count(label)) {
+      const auto [own_gen, own_train] = run.stages.at(label);
+      for (int round = 0; round < 6; ++round) {
+        const auto [eg, et] = stage_medians(
+            emulate(make_input(run, label, with_interference(run, label, cal, nullptr))),
+            run.steady_state);
+        if (!(eg > 0) || !(et > 0)) break;
+        cal.gen_slowdown = std::max(1.0, cal.gen_slowdown * own_gen / eg);
+        cal.train_slowdown = std::max(1.0, cal.train_slowdown * own_train / et);
+      }
+      out["fitted_interference"] = {
+          {"gen_slowdown", cal.gen_slowdown},
+          {"train_slowdown", cal.train_slowdown},
+          {"stage_ratio_to_disagg",
+           {{"generate", own_gen / gen_m}, {"train", own_train / train_m}}}};
+    }
+    const double calibrated = predicted_seconds(
+        run, emulate(make_input(run, label, with_interference(run, label, cal, nullptr))));
     const double cal_err = std::abs(calibrated - measured) / measured;
     worst_cal = std::max(worst_cal, cal_err);
     out["calibrated_s"] = calibrated;
     out["calibrated_error"] = cal_err;
-    out["calibration"] = {
-        {"reference_mode", mode_name(ref)}, {"gen_scale", kg}, {"train_scale", kt}};
+    out["calibration"] = {{"reference_mode", ref}, {"gen_scale", kg}, {"train_scale", kt}};
   }
   return {{"modes", modes},
           {"max_relative_error", worst},

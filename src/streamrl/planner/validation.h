@@ -19,11 +19,13 @@ namespace streamrl::planner {
 //                 "micro_batch_tokens", "cores" (colocate all, generator half, trainer the rest)
 //                 or "colocate_threads", "generator_threads", "trainer_threads",
 //                 "prompt_tokens_mean", "checkpoint"},
-//    "modes": {"colocate": {"iteration_s" | "iteration_seconds" | "stage_seconds": {"iteration"}
+//    "modes": {"colocate" (also "colocate_1thread", ...: a mode name, optionally "_" and a
+//               variant; each variant is compared on its own): {"iteration_s" | "iteration_seconds"
+//               | "stage_seconds": {"iteration"}
 //                           (steady state) | "wall_seconds" (all iterations),
 //                           "lengths": [[per-sample output tokens] per iteration] | [...] |
 //                           "response_length_per_iteration": [{"p50", "p90", "max",
-//                                                              "samples"}, ...] |
+//                                                              "samples", "skipped"}, ...] |
 //                           "response_length": {"p50", "p90", "max"}}, ...}}
 // where workload keys may also sit at the top level or inside each mode, and modes may sit at the
 // top level. Missing required keys are InputErrors that name them.
@@ -37,31 +39,47 @@ struct MeasuredRun {
   double prompt_tokens_mean = 0;  // 0 = unknown (the bench fills it from the task)
   bool steady_state = true;       // times exclude the first iteration (pipeline fill)
   std::string checkpoint;
-  std::map<Mode, double> iteration_seconds;
-  std::map<Mode, std::vector<std::vector<int>>> lengths;  // per mode, per iteration
-  std::map<Mode, nlohmann::json> stage_seconds;
+  // All keyed by the measured run's label ("colocate", "colocate_1thread", "stream", ...).
+  std::map<std::string, double> iteration_seconds;
+  std::map<std::string, std::vector<std::vector<int>>> lengths;  // per label, per iteration
+  // Samples the trainer skipped (zero advantage) per iteration, where the run recorded them.
+  std::map<std::string, std::vector<int>> skipped;
+  std::map<std::string, nlohmann::json> stage_seconds;
   // Measured generation and training seconds per iteration ("generate_s"/"train_s" or
   // stage_seconds.generate/.train), for the stage-calibrated prediction.
-  std::map<Mode, std::pair<double, double>> stages;
+  std::map<std::string, std::pair<double, double>> stages;
 
   static MeasuredRun from_json(const nlohmann::json& j);
 };
 
 // One mode's emulator inputs measured on this machine.
+// The mode of a label: its part before the first '_' ("colocate_1thread" -> colocate).
+Mode label_mode(const std::string& label);
+
+// One measured run's emulator inputs measured on this machine.
 struct ModeSetup {
   InstanceModel generator;
   TrainerModel trainer;
   double weight_update_s = 0;
+  // CPU interference when generator and trainer run at the same time on shared cores: each stage
+  // runs `*_slowdown` times slower while the other one is busy (1 = none). Applied in proportion
+  // to the share of the stage's time that the emulator overlaps with the other stage.
+  double gen_slowdown = 1, train_slowdown = 1;
 };
 
-// Emulates every measured mode with its setup on the measured batches (one instance, FIFO, as the
-// measured run) and compares the steady-state (or mean) iteration time. A second prediction is
-// stage-calibrated: generator and trainer speeds are scaled so that the emulated stage times of a
-// reference mode (colocate for colocate, disagg for the dedicated modes) equal its measured ones.
-// That removes drift between the profiling and the measured run (a loaded machine) and leaves the
-// overlap of the stages as what is tested. Returns {"modes": {m: {"measured_s", "predicted_s",
-// "relative_error", "predicted": {...}, "calibrated_s", "calibrated_error"}},
+// Emulates every measured run with its setup (keyed by label) on the measured batches (one
+// instance, FIFO, as the measured run; groups the trainer skipped marked as skipped) and compares
+// the steady-state (or mean) iteration time; stream and async apply the setup's measured
+// interference slowdowns in proportion to the overlap. A second prediction is stage-calibrated:
+// speeds are scaled so that the emulated stage times of a reference run without overlapping stages
+// (each colocate variant itself, disagg for the dedicated modes) equal its measured ones, and
+// stream/async get interference slowdowns FITTED to their own measured stage times (never to the
+// iteration time). That removes drift between the profiling and the measured run (a loaded, shared
+// machine) and leaves the overlap and bubble structure of the modes as what is tested. Returns
+// {"modes": {label: {"measured_s", "predicted_s", "relative_error", "predicted": {...},
+// "interference", "calibrated_s", "calibrated_error", "fitted_interference"}},
 // "max_relative_error", "max_relative_error_stage_calibrated"}.
-nlohmann::json compare_modes(const MeasuredRun& run, const std::map<Mode, ModeSetup>& setups);
+nlohmann::json compare_modes(const MeasuredRun& run,
+                             const std::map<std::string, ModeSetup>& setups);
 
 }  // namespace streamrl::planner

@@ -79,6 +79,9 @@ void Batch::check() const {
       estimate.size() != prompt_tokens.size()) {
     throw InputError("batch sizes disagree: groups x group_size != samples");
   }
+  if (!skipped.empty() && skipped.size() != prompt_tokens.size()) {
+    throw InputError("batch sizes disagree: skipped flags != groups");
+  }
   for (int v : output_tokens) {
     if (v <= 0) throw InputError("output lengths must be positive");
   }

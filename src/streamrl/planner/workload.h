@@ -33,6 +33,11 @@ struct Batch {
   std::vector<int> prompt_tokens;  // [groups]
   std::vector<int> output_tokens;  // [groups * group_size], group-major
   std::vector<double> estimate;    // [groups] ranker's length estimate (for skew-aware, LPT)
+  // [groups] 1 = the group's rewards were all equal (zero advantage): generated but not trained,
+  // as the trainer skips such samples. Empty = every group is trained.
+  std::vector<uint8_t> skipped;
+
+  bool trained(int group) const { return skipped.empty() || !skipped[group]; }
 
   int groups() const { return static_cast<int>(prompt_tokens.size()); }
   int samples() const { return static_cast<int>(output_tokens.size()); }
