@@ -80,6 +80,12 @@ void add_run_details(json& j) {
     fill("group_size", cfg.section("rollout"), "group_size");
     fill("max_batch_size", cfg.section("rollout"), "max_batch_size");
     fill("micro_batch_tokens", cfg.section("train"), "micro_batch_tokens");
+    fill("max_difficulty", cfg.section("data"), "max_difficulty");
+    if (!w.contains("task_name") && cfg.section("data").has("task")) {
+      std::string task;
+      cfg.section("data").get("task", task);
+      w["task_name"] = task;
+    }
   }
   if (runs.empty() || !j.contains("modes")) return;
   for (auto& [name, m] : j["modes"].items()) {
@@ -109,16 +115,24 @@ fs::path model_dir(const planner::MeasuredRun& run) {
   return {};
 }
 
-// Mean prompt tokens of the default task's prompts under the checkpoint's tokenizer (BOS + text).
-double task_prompt_tokens(const fs::path& dir) {
+// Mean prompt tokens of the run's training prompts under the checkpoint's tokenizer (BOS + text),
+// drawn as the run draws them (the first easy-enough candidate under data.max_difficulty).
+double task_prompt_tokens(const fs::path& dir, const std::string& task_name, int max_difficulty) {
   auto tok = !dir.empty() && fs::exists(dir / "tokenizer.json")
                  ? tokenizer::load_tokenizer(dir / "tokenizer.json")
                  : tokenizer::make_tokenizer("char");
-  const tasks::Task& task = tasks::get_task(tasks::default_task_name());
+  const tasks::Task& task =
+      tasks::get_task(task_name.empty() ? tasks::default_task_name() : task_name);
   double sum = 0;
   const int n = 64;
   for (int i = 0; i < n; ++i) {
-    sum += 1 + tok->encode(tasks::draw_problem(task, 7, tasks::Split::kTrain, i).prompt).size();
+    tasks::Problem p = tasks::draw_problem(task, 0, tasks::Split::kTrain, i);
+    constexpr int kCandidates = 256;  // as rl_run's draw_training_problem
+    for (int a = 0; max_difficulty >= 0 && a < kCandidates; ++a) {
+      p = tasks::draw_problem(task, 0, tasks::Split::kTrain, int64_t{i} * kCandidates + a);
+      if (p.difficulty <= max_difficulty) break;
+    }
+    sum += 1 + tok->encode(p.prompt).size();
   }
   return sum / n;
 }
@@ -255,7 +269,11 @@ json run_emulator_bench(const BenchOptions& options) {
       dir.empty() ? std::string(STREAMRL_SOURCE_DIR) + "/configs/model/tiny.json"
                   : (dir / "config.json").string();
   model::CausalLM lm(model::load_model_config(config_path), 0);
-  if (run.prompt_tokens_mean <= 0) run.prompt_tokens_mean = task_prompt_tokens(dir);
+  if (run.prompt_tokens_mean <= 0) {
+    const json& w = measured["workload"];
+    run.prompt_tokens_mean = task_prompt_tokens(
+        dir, w.value("task_name", w.value("task", std::string())), w.value("max_difficulty", -1));
+  }
 
   // Training sequences (prompt + output) of the first measured batch; fewer with --quick.
   std::vector<int> seqs;
