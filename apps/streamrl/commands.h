@@ -31,5 +31,6 @@ void add_serve(CLI::App& root, CommandList& out);
 void add_bench(CLI::App& root, CommandList& out);
 void add_plan(CLI::App& root, CommandList& out);
 void add_launch(CLI::App& root, CommandList& out);
+void add_report(CLI::App& root, CommandList& out);
 
 }  // namespace streamrl::cli

@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   cli::add_bench(app, commands);
   cli::add_plan(app, commands);
   cli::add_launch(app, commands);
+  cli::add_report(app, commands);
 
   try {
     app.parse(argc, argv);

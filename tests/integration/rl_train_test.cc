@@ -240,6 +240,16 @@ TEST_F(RlTrain, AsyncRespectsTheStalenessBound) {
   EXPECT_EQ(iterations, 4);
   EXPECT_TRUE(fs::exists(fs::path(dir_) / "runs/async/trace.json"));
   EXPECT_TRUE(fs::exists(fs::path(dir_) / "runs/async/report.html"));
+  // The report's timeline shows the training work of the last iterations, and `streamrl report`
+  // rewrites it.
+  fs::remove(fs::path(dir_) / "runs/async/report.html");
+  auto rep = run_streamrl({"report", "--run", dir_ + "/runs/async"});
+  ASSERT_EQ(rep.exit_code, 0) << rep.output;
+  std::ifstream html(fs::path(dir_) / "runs/async/report.html");
+  const std::string page((std::istreambuf_iterator<char>(html)), std::istreambuf_iterator<char>());
+  EXPECT_NE(page.find("<title>optimizer step"), std::string::npos);
+  EXPECT_NE(page.find("<title>sample work"), std::string::npos);
+  EXPECT_EQ(run_streamrl({"report", "--run", dir_ + "/no-such-run"}).exit_code, 2);
 
   // With a bound of 0 the one-step-old samples are refused, not trained on.
   r = run_streamrl({"train", "--config", dir_ + "/rl.yaml", "mode=async", "run.name=async0",

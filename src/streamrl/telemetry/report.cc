@@ -113,8 +113,13 @@ std::string line_chart(const std::string& title, const std::vector<Series>& seri
 std::string timeline(const std::vector<json>& spans, const std::map<int, std::string>& names,
                      double window_s) {
   if (spans.empty()) return "<p>No trace.json in this run.</p>";
+  // The window ends with the last training work: the final held-out evaluation would otherwise
+  // fill it.
   double end = 0;
-  for (const auto& e : spans) end = std::max(end, e.value("ts", 0.0) + e.value("dur", 0.0));
+  for (const auto& e : spans) {
+    if (e.value("name", "") == "held-out eval") continue;
+    end = std::max(end, e.value("ts", 0.0) + e.value("dur", 0.0));
+  }
   const double begin = std::max(0.0, end - window_s * 1e6);
   std::map<int, int> row;
   for (const auto& e : spans) row.emplace(e.value("tid", 0), 0);
@@ -135,7 +140,7 @@ std::string timeline(const std::vector<json>& spans, const std::map<int, std::st
   }
   for (const auto& e : spans) {
     const double ts = e.value("ts", 0.0), dur = e.value("dur", 0.0);
-    if (ts + dur < begin) continue;
+    if (ts + dur < begin || ts > end) continue;
     const std::string name = e.value("name", "");
     auto c = colors.find(name);
     const double x = px(std::max(ts, begin));
