@@ -263,8 +263,8 @@ std::optional<Finished> Server::next_sample(Inflight& flight, Clock::time_point 
 void Server::completions(const httplib::Request& req, httplib::Response& res) {
   if (req.body.size() > config_.max_body_bytes) throw HttpError(413, "request body too large");
   auto st = std::make_shared<RequestState>(inflight_requests_);
-  st->completion = parse_completion_request(req.body, tok_, engine_.config().max_seq_len,
-                                             config_.defaults);
+  st->completion =
+      parse_completion_request(req.body, tok_, engine_.config().max_seq_len, config_.defaults);
   st->deadline = deadline();
   st->flight = submit(st->completion.jobs);
   st->meta = {id_prefix_ + std::to_string(completion_ids_.fetch_add(1)), unix_seconds(),
