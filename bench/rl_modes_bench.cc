@@ -8,18 +8,14 @@
 #include "streamrl/core/config.h"
 #include "streamrl/core/errors.h"
 #include "streamrl/rl/rl_run.h"
+#include "streamrl/tasks/length_stats.h"
 #include "streamrl/telemetry/metrics_log.h"
 
 namespace streamrl::bench {
 namespace fs = std::filesystem;
 namespace {
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+double median(const std::vector<double>& v) { return v.empty() ? 0 : tasks::percentile(v, 0.5); }
 
 // Steady-state medians of one mode's run, skipping the first iteration (warm-up; async also
 // generates two iterations ahead there).

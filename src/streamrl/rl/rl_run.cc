@@ -25,6 +25,7 @@
 #include "streamrl/tasks/dataset.h"
 #include "streamrl/tasks/length_stats.h"
 #include "streamrl/tasks/split.h"
+#include "streamrl/tasks/verifiers.h"
 #include "streamrl/telemetry/metrics_log.h"
 #include "streamrl/telemetry/progress.h"
 #include "streamrl/telemetry/report.h"
@@ -106,12 +107,6 @@ double since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-std::string_view trim(std::string_view s) {
-  const auto b = s.find_first_not_of(" \t\r\n");
-  if (b == std::string_view::npos) return {};
-  return s.substr(b, s.find_last_not_of(" \t\r\n") - b + 1);
-}
-
 // Trace tracks (Perfetto rows).
 constexpr int kTrainerTrack = 1;
 constexpr int kGeneratorTrack = 2;
@@ -122,8 +117,7 @@ struct IterationBatch {
   std::vector<std::vector<ScoredSample>> groups;  // by prompt index
   std::vector<int> arrived;                       // samples back per prompt (refused included)
   std::vector<ScoredSample> ready;                // complete groups not yet given to a step
-  int complete_groups = 0;
-  int64_t refused = 0;  // samples staler than the bound, not trained on
+  int64_t refused = 0;                            // samples staler than the bound, not trained on
 };
 
 // Everything an iteration measured, for its metrics line.
@@ -313,9 +307,10 @@ class RlLoop {
       ScoredSample ss;
       const std::string text = prompts_.tokenizer().decode(s.output_ids);
       ss.score = task_.verify(b.problems[i], text);
-      ss.reward = c_.data.reward == "demonstration"
-                      ? static_cast<double>(trim(text) == trim(b.problems[i].demonstration))
-                      : ss.score;
+      ss.reward =
+          c_.data.reward == "demonstration"
+              ? static_cast<double>(tasks::trim(text) == tasks::trim(b.problems[i].demonstration))
+              : ss.score;
       ss.difficulty = b.problems[i].difficulty;
       if (ref_) {
         const auto r0 = Clock::now();
@@ -343,12 +338,10 @@ class RlLoop {
     });
     std::vector<double> rewards;
     for (const auto& x : g) rewards.push_back(x.reward);
-    std::vector<double> adv =
-        grouped_advantages(rewards, std::vector<int64_t>(rewards.size(), 0), c_.adv);
+    const std::vector<double> adv = group_advantages(rewards, c_.adv);
     for (size_t n = 0; n < g.size(); ++n) g[n].advantage = adv[n];
     for (auto& x : g) b.ready.push_back(std::move(x));
     g.clear();
-    b.complete_groups += 1;
   }
 
   void record(const ScoredSample& s, IterationStats* st) {

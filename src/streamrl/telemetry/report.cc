@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -243,18 +242,8 @@ std::string render_report(const fs::path& run_dir) {
 
   // Timeline of the last iterations from the trace.
   o << "<h2>Timeline</h2>";
-  std::vector<json> spans;
-  std::map<int, std::string> names;
-  if (fs::exists(run_dir / "trace.json")) {
-    spans = Trace::read_spans(run_dir / "trace.json");
-    std::ifstream in(run_dir / "trace.json");
-    json j = json::parse(in, nullptr, false);
-    if (j.is_object()) {
-      for (const auto& e : j.value("traceEvents", json::array())) {
-        if (e.value("ph", "") == "M") names[e.value("tid", 0)] = e["args"].value("name", "");
-      }
-    }
-  }
+  Trace::Contents trace;
+  if (fs::exists(run_dir / "trace.json")) trace = Trace::read(run_dir / "trace.json");
   double window = 10;
   if (iterations.size() >= 3) {
     window = 0;
@@ -262,7 +251,7 @@ std::string render_report(const fs::path& run_dir) {
       window += num(iterations[i], "stage_seconds", "iteration");
     }
   }
-  o << timeline(spans, names, std::isfinite(window) && window > 0 ? window : 10);
+  o << timeline(trace.spans, trace.track_names, std::isfinite(window) && window > 0 ? window : 10);
   o << "<p class='a'>Full timeline: open trace.json in https://ui.perfetto.dev.</p>";
   o << "</body></html>\n";
   return o.str();

@@ -50,18 +50,23 @@ void Trace::write(const std::filesystem::path& path) const {
   core::write_file_atomic(path, to_json().dump());
 }
 
-std::vector<nlohmann::json> Trace::read_spans(const std::filesystem::path& path) {
+Trace::Contents Trace::read(const std::filesystem::path& path) {
   std::ifstream in(path);
   if (!in) throw InputError("cannot open trace " + path.string());
   nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object() || !j.contains("traceEvents") || !j["traceEvents"].is_array()) {
     throw InputError(path.string() + ": not a Trace Event Format file (no traceEvents array)");
   }
-  std::vector<nlohmann::json> spans;
+  Contents c;
   for (auto& e : j["traceEvents"]) {
-    if (e.value("ph", "") == "X") spans.push_back(std::move(e));
+    const std::string ph = e.value("ph", "");
+    if (ph == "X") {
+      c.spans.push_back(std::move(e));
+    } else if (ph == "M" && e.contains("args")) {
+      c.track_names[e.value("tid", 0)] = e["args"].value("name", "");
+    }
   }
-  return spans;
+  return c;
 }
 
 }  // namespace streamrl::telemetry

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -34,8 +35,12 @@ class Trace {
   // Writes to_json() atomically to `path`.
   void write(const std::filesystem::path& path) const;
 
-  // The spans of a trace.json (its "traceEvents" of phase "X"), for reports.
-  static std::vector<nlohmann::json> read_spans(const std::filesystem::path& path);
+  // A trace.json read back, for reports: its spans (events of phase "X") and track names.
+  struct Contents {
+    std::vector<nlohmann::json> spans;
+    std::map<int, std::string> track_names;
+  };
+  static Contents read(const std::filesystem::path& path);
 
  private:
   Clock::time_point origin_;
