@@ -7,6 +7,7 @@
 #include <set>
 
 #include "streamrl/core/errors.h"
+#include "streamrl/sgs/replay.h"
 
 namespace streamrl::sgs {
 namespace {
@@ -31,6 +32,21 @@ LengthWindow window_of(const std::vector<double>& lengths) {
   LengthWindow w;
   for (double l : lengths) w.add(l);
   return w;
+}
+
+// Algorithm 2 as in the paper: Eq. 2 with a fixed alpha of 0.2.
+DispatchConfig paper_config() {
+  DispatchConfig c;
+  c.latency_model = LatencyModel::kEq2;
+  c.auto_alpha = false;
+  return c;
+}
+
+// A CPU-like PTL: 1 ms per step plus 0.1 ms per sequence in the batch.
+engine::Profile affine_profile() {
+  engine::Profile p;
+  for (int bs : {1, 2, 4, 8, 16, 32, 64}) p.ptl.push_back({bs, 64, 0.001 + 0.0001 * bs});
+  return p;
 }
 
 TEST(Dispatch, Eq2LatencyCountsRounds) {
@@ -107,7 +123,7 @@ TEST(Dispatch, SkewAwarePutsTopAlphaOnLongInstancesInLptOrder) {
   for (int i = 1; i <= 20; ++i) est.push_back(i);
   auto items = items_with(est);
   auto lengths = window_of(est);
-  DispatchConfig cfg;
+  DispatchConfig cfg = paper_config();
   cfg.max_batch_size = 16;
   Assignment a = dispatch(items, 2, cfg, &p, &lengths);
   ASSERT_EQ(a.instances.size(), 2u);
@@ -126,7 +142,7 @@ TEST(Dispatch, SkewAwareEdgeCases) {
   const auto p = knee_profile();
   auto items = items_with({5, 1, 9, 3});
   auto lengths = window_of({1, 3, 5, 9});
-  DispatchConfig cfg;
+  DispatchConfig cfg = paper_config();
   // N = 1: one instance serves everything, longest first.
   Assignment a = dispatch(items, 1, cfg, &p, &lengths);
   EXPECT_EQ(a.long_instances, 0);
@@ -208,6 +224,73 @@ TEST(Dispatch, ParsesNames) {
   EXPECT_EQ(parse_split_objective("sum"), SplitObjective::kSum);
   EXPECT_THROW(parse_dispatch_policy("fastest"), InputError);
   EXPECT_THROW(parse_split_objective("min"), InputError);
+}
+
+TEST(Replay, EqualLengthsOnOneInstanceRunInRounds) {
+  // 20 samples of 100 tokens at batch 10: two rounds of 100 steps at PTL(10) = 10 ms (flat part).
+  const auto p = knee_profile();
+  EXPECT_NEAR(replay_instance(p, std::vector<double>(20, 100), 10, 8), 2.0, 1e-9);
+  EXPECT_DOUBLE_EQ(replay_instance(p, {}, 10, 8), 0.0);
+}
+
+TEST(Replay, BatchShrinksAsSamplesFinish) {
+  // Lengths 1 and 3 together: one step at batch 2 (1.2 ms), then two at batch 1 (1.1 ms each).
+  const auto p = affine_profile();
+  EXPECT_NEAR(replay_instance(p, {1, 3}, 2, 8), 0.0012 + 2 * 0.0011, 1e-12);
+  // One at a time: 1 + 3 steps at batch 1. Prefill adds prompt tokens at the profile's rate.
+  EXPECT_NEAR(replay_instance(p, {1, 3}, 1, 8), 4 * 0.0011, 1e-12);
+  engine::Profile q = p;
+  q.prefill_tokens_per_s = 800;  // 8-token prompts: 10 ms per admitted sample
+  EXPECT_NEAR(replay_instance(q, {1, 3}, 2, 8), 0.0034 + 0.02, 1e-12);
+}
+
+TEST(Replay, CalibrationKeepsOrderAndUsesTheWindow) {
+  const auto window = window_of({10, 20, 30, 40, 50});
+  const auto cal = calibrate_to_quantiles({5, 1, 9, 3, 3}, window);
+  ASSERT_EQ(cal.size(), 5u);
+  EXPECT_GT(cal[2], cal[0]);         // 9 > 5
+  EXPECT_GT(cal[0], cal[3]);         // 5 > 3
+  EXPECT_DOUBLE_EQ(cal[3], cal[4]);  // equal estimates, equal lengths
+  EXPECT_GT(cal[3], cal[1]);         // 3 > 1
+  for (double c : cal) {
+    EXPECT_GE(c, 10.0);
+    EXPECT_LE(c, 50.0);
+  }
+}
+
+TEST(Replay, SplitIsolatesTheLongSampleWhenStepsCostTime) {
+  // One 200-token request and 40 of 10 tokens on two instances, affine PTL. Alone on an
+  // instance the long one takes 200 x 1.1 ms = 220 ms and the 40 short ones 10 x 5 ms = 50 ms
+  // on the other; balancing tokens instead keeps 10 short ones beside it (230 ms).
+  const auto p = affine_profile();
+  std::vector<double> est = {200};
+  for (int i = 0; i < 40; ++i) est.push_back(10);
+  auto items = items_with(est);
+  auto lengths = window_of(est);
+  DispatchConfig cfg;  // replay, alpha auto
+  Assignment a = dispatch(items, 2, cfg, &p, &lengths);
+  EXPECT_EQ(a.long_instances, 1);
+  EXPECT_EQ(a.long_items, 1u);
+  EXPECT_EQ(a.instances[0].order, (std::vector<size_t>{0}));
+  EXPECT_EQ(a.instances[1].order.size(), 40u);
+  // Calibrated to the window the long one counts as 108 tokens (its 0.988 quantile, interpolated
+  // between 10 and 200): 108 steps x 1.1 ms.
+  EXPECT_NEAR(a.predicted_seconds, 108 * 0.0011, 1e-9);
+  // Equal lengths: no long tail to isolate; an even LPT spread over both instances.
+  auto flat = items_with(std::vector<double>(40, 10));
+  auto flat_lengths = window_of(std::vector<double>(40, 10));
+  a = dispatch(flat, 2, cfg, &p, &flat_lengths);
+  EXPECT_EQ(a.long_instances, 0);
+  EXPECT_EQ(a.instances[0].order.size(), 20u);
+  EXPECT_EQ(a.instances[1].order.size(), 20u);
+  // A fixed alpha is honoured; auto alpha with the eq2 model is an error.
+  cfg.auto_alpha = false;
+  cfg.alpha = 0.5;
+  a = dispatch(items, 2, cfg, &p, &lengths);
+  EXPECT_EQ(a.long_items, 20u);
+  cfg.auto_alpha = true;
+  cfg.latency_model = LatencyModel::kEq2;
+  EXPECT_THROW(dispatch(items, 2, cfg, &p, &lengths), InputError);
 }
 
 }  // namespace

@@ -21,6 +21,9 @@ TEST(SgsConfig, DefaultsAndOverrides) {
 
   SgsConfig d = SgsConfig::read(core::Config::from_string("").section("sgs"));
   EXPECT_EQ(d.dispatch.policy, DispatchPolicy::kSkewAware);
+  EXPECT_EQ(d.dispatch.latency_model, LatencyModel::kReplay);
+  EXPECT_TRUE(d.dispatch.auto_alpha);
+  EXPECT_FALSE(c.dispatch.auto_alpha);
   EXPECT_FALSE(d.dispatch.admission.has_value());
 }
 
@@ -31,6 +34,11 @@ TEST(SgsConfig, RejectsBadValues) {
   EXPECT_THROW(read("sgs: {dispatch: fastest}"), InputError);
   EXPECT_THROW(read("sgs: {objective: min}"), InputError);
   EXPECT_THROW(read("sgs: {alpha: 2}"), InputError);
+  EXPECT_THROW(read("sgs: {alpha: fast}"), InputError);
+  EXPECT_THROW(read("sgs: {alpha: 0.2x}"), InputError);
+  EXPECT_THROW(read("sgs: {latency_model: exact}"), InputError);
+  EXPECT_THROW(read("sgs: {latency_model: eq2}"), InputError);  // alpha auto needs replay
+  EXPECT_NO_THROW(read("sgs: {latency_model: eq2, alpha: 0.2}"));
   EXPECT_THROW(read("sgs: {instances: 0}"), InputError);
   EXPECT_THROW(read("sgs: {ranker: {heads: 3}}"), InputError);
   EXPECT_THROW(read("sgs: {admission: sometimes}"), InputError);

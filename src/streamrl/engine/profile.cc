@@ -66,27 +66,15 @@ Profile measure_profile(model::CausalLM& model, const ProfileConfig& config) {
   return p;
 }
 
+core::PtlTable Profile::table() const {
+  std::vector<core::PtlTable::Point> points;
+  for (const auto& pt : ptl) points.push_back({pt.batch_size, pt.context, pt.step_seconds});
+  return core::PtlTable::from_points(points, prefill_tokens_per_s, threads);
+}
+
 double Profile::step_seconds(double batch_size, int context) const {
   if (ptl.empty()) throw InputError("profile has no PTL points");
-  // Nearest measured context.
-  int best_ctx = ptl.front().context;
-  for (const auto& pt : ptl) {
-    if (std::abs(pt.context - context) < std::abs(best_ctx - context)) best_ctx = pt.context;
-  }
-  std::vector<std::pair<double, double>> curve;  // (batch, seconds)
-  for (const auto& pt : ptl) {
-    if (pt.context == best_ctx) curve.emplace_back(pt.batch_size, pt.step_seconds);
-  }
-  std::sort(curve.begin(), curve.end());
-  if (curve.size() == 1 || batch_size <= curve.front().first) return curve.front().second;
-  for (size_t i = 1; i < curve.size(); ++i) {
-    if (batch_size <= curve[i].first || i + 1 == curve.size()) {
-      const auto& [b0, s0] = curve[i - 1];
-      const auto& [b1, s1] = curve[i];
-      return s0 + (s1 - s0) * (batch_size - b0) / (b1 - b0);
-    }
-  }
-  return curve.back().second;
+  return table().step_seconds(batch_size, context);
 }
 
 nlohmann::json Profile::to_json() const {

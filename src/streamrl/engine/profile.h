@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "streamrl/core/ptl_table.h"
 #include "streamrl/model/transformer.h"
 
 namespace streamrl::engine {
@@ -29,9 +30,10 @@ struct Profile {
   double prefill_tokens_per_s = 0;
   int threads = 0;
 
-  // PTL at `batch_size`, interpolated linearly between measured batch sizes (and contexts, by
-  // nearest measured context). Extrapolates linearly beyond the largest batch.
+  // PTL at `batch_size` and `context`, interpolated as core::PtlTable does. Each call builds
+  // the table: in loops, build it once with table().
   double step_seconds(double batch_size, int context) const;
+  core::PtlTable table() const;  // InputError when empty or malformed
 
   nlohmann::json to_json() const;
   static Profile from_json(const nlohmann::json& j);  // InputError on a malformed table

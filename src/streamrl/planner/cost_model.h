@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "streamrl/core/ptl_table.h"
 #include "streamrl/planner/hardware.h"
 #include "streamrl/planner/model_shape.h"
 
@@ -40,25 +41,8 @@ struct TrainerModel {
   }
 };
 
-// PTL(BS) measured by `streamrl profile --json` (engine::Profile's schema: {"ptl": [{batch_size,
-// context, step_seconds}], "prefill_tokens_per_s", "threads"}).
-class PtlTable {
- public:
-  static PtlTable from_json(const nlohmann::json& j);  // InputError on a malformed table
-  // Linear in batch size within a measured context, then linear in context between the two
-  // nearest measured ones (extrapolated linearly above the largest; attention is linear in it).
-  double step_seconds(double batch, double context) const;
-  double prefill_tokens_per_s() const { return prefill_tokens_per_s_; }
-  int threads() const { return threads_; }
-  int max_batch() const;  // largest measured batch size
-
- private:
-  double at_context(size_t context_index, double batch) const;
-  std::vector<int> contexts_;                                   // ascending
-  std::vector<std::vector<std::pair<double, double>>> curves_;  // per context: (batch, seconds)
-  double prefill_tokens_per_s_ = 0;
-  int threads_ = 0;
-};
+// PTL(BS, context) measured by `streamrl profile --json`, shared with the engine.
+using core::PtlTable;
 
 InstanceModel measured_instance(const PtlTable& table, int max_batch);
 

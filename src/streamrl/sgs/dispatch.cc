@@ -7,6 +7,7 @@
 #include <random>
 
 #include "streamrl/core/errors.h"
+#include "streamrl/sgs/replay.h"
 #include "streamrl/tasks/length_stats.h"
 
 namespace streamrl::sgs {
@@ -56,6 +57,90 @@ InstancePlan make_plan(const std::vector<DispatchItem>& items, std::vector<size_
   return p;
 }
 
+// Long-tail fractions the replay model tries when alpha is auto.
+constexpr double kAlphaGrid[] = {0.0,  0.01, 0.02,  0.03, 0.04, 0.05, 0.06, 0.07, 0.08,
+                                 0.09, 0.10, 0.125, 0.15, 0.2,  0.25, 0.3,  0.4,  0.5};
+
+// The best batch size for one instance's members (in LPT order) and its replayed seconds.
+GroupLatency replay_members(const engine::Profile& profile, const std::vector<DispatchItem>& items,
+                            const std::vector<size_t>& members, int max_batch) {
+  if (members.empty()) return {0.0, max_batch};
+  std::vector<double> lengths;
+  for (size_t i : members) lengths.insert(lengths.end(), items[i].n, items[i].estimate);
+  const int prompt = mean_prompt_len(items, members);
+  GroupLatency best{kInf, max_batch};
+  for (int bs = 1;; bs = std::min(2 * bs, max_batch)) {
+    const double s = replay_instance(profile, lengths, bs, prompt);
+    if (s < best.seconds) best = {s, bs};
+    if (bs == max_batch || bs >= static_cast<int>(lengths.size())) break;
+  }
+  return best;
+}
+
+struct GroupPlan {
+  std::vector<std::vector<size_t>> members;  // per instance, LPT order
+  std::vector<int> batch;
+  double seconds = 0;  // slowest instance
+};
+
+GroupPlan replay_group(const engine::Profile& profile, const std::vector<DispatchItem>& items,
+                       const std::vector<size_t>& sorted, int instances, int max_batch) {
+  GroupPlan g;
+  g.members = spread_lpt(items, sorted, instances);
+  for (const auto& m : g.members) {
+    const GroupLatency l = replay_members(profile, items, m, max_batch);
+    g.batch.push_back(l.batch_size);
+    g.seconds = std::max(g.seconds, l.seconds);
+  }
+  return g;
+}
+
+// Algorithm 2 with the replay model over `items` whose estimates are already calibrated: every
+// candidate cut (one when alpha is fixed) and N_l; the split whose slowest instance ends first,
+// ties to the smaller cut. Fills `a` and the members and batch sizes.
+void replay_split(const engine::Profile& profile, const std::vector<DispatchItem>& items,
+                  const std::vector<size_t>& sorted, int instances, const DispatchConfig& config,
+                  Assignment& a, std::vector<std::vector<size_t>>& members,
+                  std::vector<int>& batch) {
+  std::vector<size_t> cuts;
+  auto add_cut = [&](double alpha) {
+    const size_t m = static_cast<size_t>(std::floor(alpha * sorted.size() + 1e-9));
+    if (std::find(cuts.begin(), cuts.end(), m) == cuts.end()) cuts.push_back(m);
+  };
+  if (config.auto_alpha) {
+    for (double f : kAlphaGrid) add_cut(f);
+  } else {
+    add_cut(config.alpha);
+  }
+  double best = kInf;
+  for (size_t m : cuts) {
+    const std::vector<size_t> tail(sorted.begin(), sorted.begin() + m);
+    const std::vector<size_t> rest(sorted.begin() + m, sorted.end());
+    // An empty group gets no instance; otherwise both groups need at least one.
+    int lo = 1, hi = instances - 1;
+    if (tail.empty()) lo = hi = 0;
+    if (rest.empty()) lo = hi = instances;
+    for (int nl = lo; nl <= hi; ++nl) {
+      GroupPlan lp = replay_group(profile, items, tail, nl, config.max_batch_size);
+      GroupPlan rp = replay_group(profile, items, rest, instances - nl, config.max_batch_size);
+      const double s = std::max(lp.seconds, rp.seconds);
+      if (!(s < best)) continue;
+      best = s;
+      a.long_instances = nl;
+      a.long_items = m;
+      a.predicted_seconds = s;
+      for (int k = 0; k < nl; ++k) {
+        members[k] = lp.members[k];
+        batch[k] = lp.batch[k];
+      }
+      for (int k = nl; k < instances; ++k) {
+        members[k] = rp.members[k - nl];
+        batch[k] = rp.batch[k - nl];
+      }
+    }
+  }
+}
+
 }  // namespace
 
 DispatchPolicy parse_dispatch_policy(const std::string& name) {
@@ -70,6 +155,12 @@ SplitObjective parse_split_objective(const std::string& name) {
   if (name == "max") return SplitObjective::kMax;
   if (name == "sum") return SplitObjective::kSum;
   throw InputError("unknown split objective '" + name + "' (known: max, sum)");
+}
+
+LatencyModel parse_latency_model(const std::string& name) {
+  if (name == "eq2") return LatencyModel::kEq2;
+  if (name == "replay") return LatencyModel::kReplay;
+  throw InputError("unknown latency model '" + name + "' (known: eq2, replay)");
 }
 
 std::string to_string(DispatchPolicy policy) {
@@ -194,16 +285,28 @@ Assignment dispatch(const std::vector<DispatchItem>& items, int instances,
       if (!profile || !lengths || lengths->size() == 0) {
         throw InputError("skew_aware dispatch needs a PTL profile and observed output lengths");
       }
+      if (config.auto_alpha && config.latency_model != LatencyModel::kReplay) {
+        throw InputError("dispatch: alpha auto needs the replay latency model");
+      }
       const std::vector<size_t> sorted = lpt_order(items, all);
-      const size_t m = static_cast<size_t>(std::floor(config.alpha * sorted.size() + 1e-9));
-      const std::vector<size_t> tail(sorted.begin(), sorted.begin() + m);
-      const std::vector<size_t> rest(sorted.begin() + m, sorted.end());
-      a.long_items = m;
       if (instances == 1) {
         // One instance cannot be split: it serves both groups, longest first.
         members[0] = sorted;
         break;
       }
+      if (config.latency_model == LatencyModel::kReplay) {
+        std::vector<double> raw;
+        for (const auto& it : items) raw.push_back(it.estimate);
+        const std::vector<double> cal = calibrate_to_quantiles(raw, *lengths);
+        std::vector<DispatchItem> calibrated = items;
+        for (size_t i = 0; i < items.size(); ++i) calibrated[i].estimate = cal[i];
+        replay_split(*profile, calibrated, sorted, instances, config, a, members, batch);
+        break;
+      }
+      const size_t m = static_cast<size_t>(std::floor(config.alpha * sorted.size() + 1e-9));
+      const std::vector<size_t> tail(sorted.begin(), sorted.begin() + m);
+      const std::vector<size_t> rest(sorted.begin() + m, sorted.end());
+      a.long_items = m;
       const double p90 = lengths->percentile(0.9), p50 = lengths->percentile(0.5);
       const GroupSpec lg{total_samples(items, tail), p90,
                          mean_prompt_len(items, tail) + static_cast<int>(p90 / 2)};
@@ -229,6 +332,7 @@ Assignment dispatch(const std::vector<DispatchItem>& items, int instances,
   for (int k = 0; k < instances; ++k) {
     a.instances.push_back(make_plan(items, std::move(members[k]), admission, batch[k]));
   }
+  if (!items.empty()) a.alpha = static_cast<double>(a.long_items) / items.size();
   return a;
 }
 

@@ -8,9 +8,13 @@
 //                 arrival order inside each instance, the large batch size everywhere.
 //   least_loaded  arrival order, each request to the instance with the least estimated tokens.
 //   skew_aware    Algorithm 2: the top alpha predicted-longest requests form the long-tail group on
-//                 N_l instances, the rest go to N_r = N - N_l instances; (N_l, N_r) and each
-//                 group's batch size minimise the Eq. 2 latency model with group lengths P90/P50 of
-//                 the rolling length distribution. LPT admission order inside each instance.
+//                 N_l instances, the rest go to N_r = N - N_l instances, LPT admission order inside
+//                 each instance. (N_l, N_r) and each group's batch size minimise a latency model:
+//                   eq2     the paper's: Eq. 2 with group lengths P90/P50 of the rolling length
+//                           distribution, alpha fixed (0.2 in the paper);
+//                   replay  (default) each instance's continuous batching replayed on the PTL
+//                           profile over the estimates calibrated to that distribution; it also
+//                           picks alpha from a grid ("auto", the default), 0 included.
 #pragma once
 
 #include <cstdint>
@@ -25,14 +29,17 @@
 namespace streamrl::sgs {
 
 enum class DispatchPolicy { kRandom, kLeastLoaded, kSkewAware };
+enum class LatencyModel { kEq2, kReplay };
 enum class SplitObjective {
   kMax,  // wall-clock of the two groups running side by side (default)
   kSum,  // Algorithm 2 as printed: the two groups' latencies added
 };
 
-// "random" / "least_loaded" / "skew_aware"; "max" / "sum". Throw InputError otherwise.
+// "random" / "least_loaded" / "skew_aware"; "max" / "sum"; "eq2" / "replay". Throw InputError
+// otherwise.
 DispatchPolicy parse_dispatch_policy(const std::string& name);
 SplitObjective parse_split_objective(const std::string& name);
+LatencyModel parse_latency_model(const std::string& name);
 std::string to_string(DispatchPolicy policy);
 
 // One request as the dispatcher sees it.
@@ -44,8 +51,10 @@ struct DispatchItem {
 
 struct DispatchConfig {
   DispatchPolicy policy = DispatchPolicy::kSkewAware;
-  double alpha = 0.2;  // long-tail fraction of requests (skew_aware)
-  SplitObjective objective = SplitObjective::kMax;
+  double alpha = 0.2;      // long-tail fraction of requests (skew_aware) unless auto_alpha
+  bool auto_alpha = true;  // replay model: search alpha over a grid instead
+  LatencyModel latency_model = LatencyModel::kReplay;
+  SplitObjective objective = SplitObjective::kMax;  // eq2 model; replay minimises the max
   int max_batch_size = 64;  // the "large" batch: most samples one instance runs at once
   // Admission order inside an instance; default LPT for skew_aware, FIFO otherwise.
   std::optional<engine::AdmissionPolicy> admission;
@@ -76,6 +85,7 @@ struct Assignment {
   int long_instances = 0;
   size_t long_items = 0;
   double predicted_seconds = 0;  // the latency model's value of the chosen split (skew_aware)
+  double alpha = 0;              // long_items / requests (skew_aware)
 };
 
 // Eq. 2 on one instance: PTL(batch) x length x ceil(samples / batch). 0 for no samples.

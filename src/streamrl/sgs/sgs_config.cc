@@ -1,13 +1,19 @@
 #include "streamrl/sgs/sgs_config.h"
 
+#include <stdexcept>
+#include <string>
+
 namespace streamrl::sgs {
 
 SgsConfig SgsConfig::read(const core::Config& s, SgsConfig c) {
   s.get("instances", c.instances);
   s.get("threads_per_instance", c.threads_per_instance);
   std::string policy = to_string(c.dispatch.policy), objective = "max", admission = "default";
+  std::string alpha = c.dispatch.auto_alpha ? "auto" : std::to_string(c.dispatch.alpha);
+  std::string model = c.dispatch.latency_model == LatencyModel::kEq2 ? "eq2" : "replay";
   s.get("dispatch", policy);
-  s.get("alpha", c.dispatch.alpha);
+  s.get("alpha", alpha);
+  s.get("latency_model", model);
   s.get("objective", objective);
   s.get("admission", admission);
   s.get("max_batch_size", c.dispatch.max_batch_size);
@@ -16,6 +22,7 @@ SgsConfig SgsConfig::read(const core::Config& s, SgsConfig c) {
   s.get("profile", c.profile);
   c.dispatch.policy = parse_dispatch_policy(policy);
   c.dispatch.objective = parse_split_objective(objective);
+  c.dispatch.latency_model = parse_latency_model(model);
   if (admission != "default") c.dispatch.admission = engine::parse_admission_policy(admission);
   const std::string where = s.prefix().empty() ? "" : s.prefix() + ".";
   if (c.instances < 1 || c.threads_per_instance < 1 || c.dispatch.max_batch_size < 1 ||
@@ -24,8 +31,19 @@ SgsConfig SgsConfig::read(const core::Config& s, SgsConfig c) {
                      "instances, threads_per_instance, max_batch_size and length_window "
                      "must be >= 1");
   }
-  if (!(c.dispatch.alpha >= 0 && c.dispatch.alpha <= 1)) {
-    throw InputError(where + "alpha must be in [0, 1]");
+  c.dispatch.auto_alpha = alpha == "auto";
+  if (!c.dispatch.auto_alpha) {
+    size_t used = 0;
+    try {
+      c.dispatch.alpha = std::stod(alpha, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != alpha.size() || !(c.dispatch.alpha >= 0 && c.dispatch.alpha <= 1)) {
+      throw InputError(where + "alpha must be auto or a number in [0, 1], not '" + alpha + "'");
+    }
+  } else if (c.dispatch.latency_model != LatencyModel::kReplay) {
+    throw InputError(where + "alpha: auto needs latency_model: replay (eq2 takes a fixed alpha)");
   }
   core::Config r = s.section("ranker");
   r.get("hidden_size", c.ranker.hidden_size);

@@ -6,8 +6,9 @@
 //     instances: 2
 //     threads_per_instance: 1
 //     dispatch: skew_aware        # random | least_loaded | skew_aware
-//     alpha: 0.2                  # long-tail fraction (skew_aware)
-//     objective: max              # max | sum (Algorithm 2 as printed)
+//     latency_model: replay       # replay | eq2 (the paper's Eq. 2 with P90/P50)
+//     alpha: auto                 # long-tail fraction (skew_aware): auto (replay only) | 0..1
+//     objective: max              # eq2: max | sum (Algorithm 2 as printed)
 //     admission: default          # default (LPT for skew_aware, else FIFO) | fifo | lpt
 //     max_batch_size: 64          # the large batch per instance
 //     length_window: 4096         # recent output lengths for P50/P90
