@@ -14,6 +14,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
 
 #include "run_binary.h"
@@ -217,6 +218,19 @@ TEST_F(RlTrain, TwoTrainerRanksGiveTheSameParametersAsOne) {
     EXPECT_EQ(rec["trainer_ranks"].get<int>(), 2);
   }
   EXPECT_EQ(iterations, 2);
+  // One trace with both ranks' trainer tracks, merged by rank 0.
+  std::ifstream trace_in(runs / "dp2/trace.json");
+  const auto trace = nlohmann::json::parse(trace_in);
+  std::set<std::string> names;
+  std::set<int> span_tracks;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] == "M") names.insert(e["args"]["name"].get<std::string>());
+    if (e["ph"] == "X") span_tracks.insert(e["tid"].get<int>());
+  }
+  EXPECT_TRUE(names.count("trainer rank 0 (disagg)"));
+  EXPECT_TRUE(names.count("trainer rank 1 (disagg)"));
+  EXPECT_TRUE(span_tracks.count(1) && span_tracks.count(101));
+  EXPECT_FALSE(fs::exists(runs / "dp2/trace.rank1.json"));
 }
 
 // Async: generation of iteration k runs with weights k-1, never older than the bound; every

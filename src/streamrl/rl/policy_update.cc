@@ -67,22 +67,38 @@ void PolicyStep::add(std::vector<ScoredSample> samples, bool eager) {
     buffered_tokens_ += total_tokens(s);
     buffer_.push_back(std::move(s));
   }
-  if (eager && buffered_tokens_ >= config_.micro_batch_tokens) run_buffered();
+  if (eager && buffered_tokens_ >= config_.micro_batch_tokens) run_buffered(/*full_only=*/true);
 }
 
-void PolicyStep::flush() { run_buffered(); }
+void PolicyStep::flush() { run_buffered(/*full_only=*/false); }
 
-void PolicyStep::run_buffered() {
+void PolicyStep::run_buffered(bool full_only) {
   if (buffer_.empty()) return;
   std::vector<int64_t> lengths;
   for (const auto& s : buffer_) lengths.push_back(total_tokens(s));
-  for (const auto& idx : pack_by_token_budget(lengths, config_.micro_batch_tokens)) {
+  auto packs = pack_by_token_budget(lengths, config_.micro_batch_tokens);
+  // A pack of the shortest leftovers is a small micro-batch, with the same fixed cost as a full
+  // one and less efficient matmuls: while more samples are coming, it waits for them.
+  std::vector<size_t> keep;
+  if (full_only && !packs.empty()) {
+    const auto& last = packs.back();
+    if (static_cast<int64_t>(last.size()) * lengths[last.front()] < config_.micro_batch_tokens) {
+      keep = last;
+      packs.pop_back();
+    }
+  }
+  for (const auto& idx : packs) {
     std::vector<const ScoredSample*> rows;
     for (size_t i : idx) rows.push_back(&buffer_[i]);
     run_micro_batch(rows);
   }
-  buffer_.clear();
+  std::vector<ScoredSample> rest;
   buffered_tokens_ = 0;
+  for (size_t i : keep) {
+    buffered_tokens_ += lengths[i];
+    rest.push_back(std::move(buffer_[i]));
+  }
+  buffer_ = std::move(rest);
 }
 
 void PolicyStep::run_micro_batch(const std::vector<const ScoredSample*>& rows) {

@@ -58,8 +58,9 @@ class PolicyStep {
   PolicyStep(model::CausalLM& model, torch::optim::Optimizer& optimizer, const RlLossConfig& loss,
              const UpdateConfig& config);
 
-  // Buffers samples whose advantages are set. With `eager`, runs forward/backward as soon as a
-  // micro-batch's worth of tokens is buffered (stream modes); otherwise only at flush(). A sample
+  // Buffers samples whose advantages are set. With `eager`, runs forward/backward on the full
+  // micro-batches as soon as a micro-batch's worth of tokens is buffered (stream modes), keeping
+  // a partly filled one for later samples; otherwise only at flush(). A sample
   // whose advantage is exactly 0 has no gradient when neither KL nor entropy is in the loss; it
   // then only counts in the global denominator and skips forward/backward.
   void add(std::vector<ScoredSample> samples, bool eager);
@@ -84,7 +85,7 @@ class PolicyStep {
 
  private:
   void run_micro_batch(const std::vector<const ScoredSample*>& rows);
-  void run_buffered();
+  void run_buffered(bool full_only);  // full_only: keep a partly filled last micro-batch
 
   model::CausalLM& model_;
   torch::optim::Optimizer& optimizer_;

@@ -107,9 +107,13 @@ double since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// Trace tracks (Perfetto rows).
+// Trace tracks (Perfetto rows): rank r's trainer is track 1 + 100 r, its SGS instances follow.
 constexpr int kTrainerTrack = 1;
 constexpr int kGeneratorTrack = 2;
+constexpr int kTracksPerRank = 100;
+int trainer_track(int rank) { return kTrainerTrack + kTracksPerRank * rank; }
+int generator_track(int rank) { return kGeneratorTrack + kTracksPerRank * rank; }
+std::string rank_trace_file(int rank) { return "trace.rank" + std::to_string(rank) + ".json"; }
 
 // One iteration's prompts and what has come back for them so far.
 struct IterationBatch {
@@ -145,6 +149,7 @@ class RlLoop {
         group_(group),
         rank_(group ? group->rank() : 0),
         world_(group ? group->world_size() : 1),
+        track_(trainer_track(rank_)),
         dedicated_(c.mode != "colocate"),
         streaming_(c.mode == "stream" || c.mode == "async"),
         async_(c.mode == "async") {}
@@ -160,7 +165,7 @@ class RlLoop {
   UpdateResult run_iteration(int64_t k, IterationStats* st) {
     const double gen_busy0 = gen_->busy_seconds();
     PolicyStep step(policy_, optimizer_, c_.loss, c_.update);
-    step.set_trace(trace_, kTrainerTrack);
+    step.set_trace(trace_, track_);
     step.set_process_group(group_);
     if (!dedicated_) {
       const auto t0 = Clock::now();
@@ -196,7 +201,7 @@ class RlLoop {
 
     UpdateResult up;
     try {
-      telemetry::ScopedSpan span(trace_, kTrainerTrack, "optimizer step");
+      telemetry::ScopedSpan span(trace_, track_, "optimizer step");
       up = step.finish(lr_at(c_.optim, k), c_.optim.grad_clip);
     } catch (const RuntimeFailure& e) {
       auto last = latest_checkpoint(c_.run.dir());
@@ -211,7 +216,7 @@ class RlLoop {
     const int64_t version = k + 1;
     {
       const auto t0 = Clock::now();
-      telemetry::ScopedSpan span(trace_, kTrainerTrack, "weight transfer");
+      telemetry::ScopedSpan span(trace_, track_, "weight transfer");
       gen_->update_weights(version, policy_);  // colocated: only the version (same module)
       st->weight_update_s = since(t0);
     }
@@ -303,7 +308,7 @@ class RlLoop {
       b.refused += 1;
     } else {
       const auto t0 = Clock::now();
-      telemetry::ScopedSpan span(trace_, kTrainerTrack, "sample work");
+      telemetry::ScopedSpan span(trace_, track_, "sample work");
       ScoredSample ss;
       const std::string text = prompts_.tokenizer().decode(s.output_ids);
       ss.score = task_.verify(b.problems[i], text);
@@ -361,6 +366,7 @@ class RlLoop {
   telemetry::Trace* trace_;
   dist::ProcessGroup* group_;
   const int rank_, world_;
+  const int track_;  // this rank's trainer track in the trace
   const bool dedicated_, streaming_, async_;
   std::unique_ptr<RolloutGenerator> gen_;
   std::map<int64_t, IterationBatch> batches_;
@@ -387,6 +393,7 @@ nlohmann::json run_rl(const RlRunConfig& c, const std::string& resolved_config_y
     group = std::make_unique<dist::ProcessGroup>(pgo);
   }
   const bool lead = pgo.rank == 0;
+  const int rank = pgo.rank;
   core::apply_core_budget(dedicated
                               ? c.trainer_threads
                               : (c.run.threads > 0 ? c.run.threads : core::available_cores()));
@@ -424,20 +431,25 @@ nlohmann::json run_rl(const RlRunConfig& c, const std::string& resolved_config_y
     metrics.emplace(run_dir / "metrics.jsonl", start_iter);
   }
   telemetry::Trace trace_store;
-  telemetry::Trace* trace = c.trace && lead ? &trace_store : nullptr;
+  // Every rank keeps its own trace; ranks > 0 write it next to rank 0's, which merges them.
+  telemetry::Trace* trace = c.trace ? &trace_store : nullptr;
+  const fs::path trace_file = run_dir / (lead ? std::string("trace.json") : rank_trace_file(rank));
   if (trace) {
-    trace->name_track(kTrainerTrack, "trainer (" + c.mode + ")");
+    const std::string of_rank = group ? " rank " + std::to_string(rank) : "";
+    trace->name_track(trainer_track(rank), "trainer" + of_rank + " (" + c.mode + ")");
     const int instances = !c.sgs_urls.empty() ? static_cast<int>(c.sgs_urls.size())
                           : dedicated         ? c.sgs.instances
                                               : 1;
     for (int i = 0; i < instances; ++i) {
-      trace->name_track(kGeneratorTrack + i, "SGS instance " + std::to_string(i));
+      trace->name_track(generator_track(rank) + i,
+                        "SGS instance " + std::to_string(i) +
+                            (group ? " (rank " + std::to_string(rank) + ")" : ""));
     }
   }
 
   auto evaluate_now = [&]() {
     torch::NoGradGuard no_grad;
-    telemetry::ScopedSpan span(trace, kTrainerTrack, "held-out eval");
+    telemetry::ScopedSpan span(trace, trainer_track(rank), "held-out eval");
     return evaluate(policy, prompts, task, c.eval);
   };
   nlohmann::json before;
@@ -454,7 +466,7 @@ nlohmann::json run_rl(const RlRunConfig& c, const std::string& resolved_config_y
   ec.max_batch_size = c.max_batch_size;
   ec.max_seq_len = static_cast<int>(policy->config().max_position_embeddings);
   ec.trace = trace;
-  ec.trace_track = kGeneratorTrack;
+  ec.trace_track = generator_track(rank);
   RlLoop loop(c, task, prompts, policy, ref, *optimizer, trace, group.get());
   // With sgs.urls, `streamrl serve` processes generate and weights travel over HTTP.
   loop.start(!c.sgs_urls.empty() ? RolloutGenerator::remote(c.sgs_urls, policy, start_iter)
@@ -513,7 +525,10 @@ nlohmann::json run_rl(const RlRunConfig& c, const std::string& resolved_config_y
         {"skipped_zero_advantage", up.skipped_samples},
         {"lr", up.lr},
         {"samples", static_cast<int64_t>(samples)},
-        {"generated_tokens_per_s", st.generated_tokens / std::max(1e-9, gen_s)},
+        // The generator's busy time in this iteration's window; in async the window's tokens
+        // are partly the next iteration's, and the last window has none (null, not infinity).
+        {"generated_tokens_per_s",
+         gen_s > 1e-6 ? nlohmann::json(st.generated_tokens / gen_s) : nlohmann::json(nullptr)},
         {"samples_per_s", samples / std::max(1e-9, iter_s)},
         {"stage_seconds",
          {{"generate", gen_s},
@@ -542,10 +557,21 @@ nlohmann::json run_rl(const RlRunConfig& c, const std::string& resolved_config_y
     if (c.checkpoint.every > 0 && done % c.checkpoint.every == 0 && done < c.iterations) {
       save_training_checkpoint(run_dir, done, policy, tok->to_json(), *optimizer,
                                {{"step", done}, {"kind", "rl"}}, c.checkpoint.keep);
-      if (trace) trace->write(run_dir / "trace.json");
+      if (trace) trace->write(trace_file);
     }
   }
   progress.finish();
+  if (group && trace) {
+    // Rank 0 merges the other ranks' traces once all are written (the barrier has a timeout).
+    if (!lead) trace->write(trace_file);
+    group->barrier();
+    if (lead) {
+      for (int r = 1; r < group->world_size(); ++r) {
+        trace->merge_file(run_dir / rank_trace_file(r));
+        fs::remove(run_dir / rank_trace_file(r));
+      }
+    }
+  }
   if (!lead) {
     return {{"rank", pgo.rank}, {"iterations", c.iterations}, {"minutes", since(run_start) / 60.0}};
   }
@@ -571,8 +597,8 @@ nlohmann::json run_rl(const RlRunConfig& c, const std::string& resolved_config_y
     }
   }
   if (trace) {
-    trace->write(run_dir / "trace.json");
-    result["trace"] = (run_dir / "trace.json").string();
+    trace->write(trace_file);
+    result["trace"] = trace_file.string();
   }
   result["report"] = telemetry::write_report(run_dir).string();
   result["minutes"] = since(run_start) / 60.0;

@@ -12,7 +12,23 @@ double micros(std::chrono::steady_clock::duration d) {
   return std::chrono::duration<double, std::micro>(d).count();
 }
 
+nlohmann::json read_trace_json(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) throw InputError("cannot open trace " + path.string());
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("traceEvents") || !j["traceEvents"].is_array()) {
+    throw InputError(path.string() + ": not a Trace Event Format file (no traceEvents array)");
+  }
+  return j;
+}
+
 }  // namespace
+
+Trace::Trace(Clock::time_point origin) : origin_(origin) {
+  const auto now_unix = std::chrono::system_clock::now().time_since_epoch();
+  origin_unix_us_ =
+      std::chrono::duration<double, std::micro>(now_unix).count() - micros(Clock::now() - origin);
+}
 
 void Trace::name_track(int track, const std::string& name) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -43,20 +59,30 @@ size_t Trace::size() const {
 
 nlohmann::json Trace::to_json() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return {{"traceEvents", events_}, {"displayTimeUnit", "ms"}};
+  return {{"traceEvents", events_},
+          {"displayTimeUnit", "ms"},
+          {"otherData", {{"origin_unix_us", origin_unix_us_}}}};
 }
 
 void Trace::write(const std::filesystem::path& path) const {
   core::write_file_atomic(path, to_json().dump());
 }
 
-Trace::Contents Trace::read(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  if (!in) throw InputError("cannot open trace " + path.string());
-  nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object() || !j.contains("traceEvents") || !j["traceEvents"].is_array()) {
-    throw InputError(path.string() + ": not a Trace Event Format file (no traceEvents array)");
+void Trace::merge_file(const std::filesystem::path& path) {
+  nlohmann::json j = read_trace_json(path);
+  const double origin = j.contains("otherData")
+                            ? j["otherData"].value("origin_unix_us", origin_unix_us_)
+                            : origin_unix_us_;
+  const double shift = origin - origin_unix_us_;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& e : j["traceEvents"]) {
+    if (e.contains("ts")) e["ts"] = e["ts"].get<double>() + shift;
+    events_.push_back(std::move(e));
   }
+}
+
+Trace::Contents Trace::read(const std::filesystem::path& path) {
+  nlohmann::json j = read_trace_json(path);
   Contents c;
   for (auto& e : j["traceEvents"]) {
     const std::string ph = e.value("ph", "");

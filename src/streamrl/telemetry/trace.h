@@ -17,8 +17,9 @@ class Trace {
  public:
   using Clock = std::chrono::steady_clock;
 
-  // Times are microseconds since `origin`.
-  explicit Trace(Clock::time_point origin = Clock::now()) : origin_(origin) {}
+  // Times are microseconds since `origin`. The wall-clock time of the origin is kept too, so
+  // traces of other processes can be merged onto one timeline.
+  explicit Trace(Clock::time_point origin = Clock::now());
 
   // Names a track (a "thread" in the viewer); spans on an unnamed track show its number.
   void name_track(int track, const std::string& name);
@@ -35,6 +36,11 @@ class Trace {
   // Writes to_json() atomically to `path`.
   void write(const std::filesystem::path& path) const;
 
+  // Adds the events of another process's trace file (its own track numbers, which must not
+  // collide with ours), shifted onto this trace's origin by the two origins' wall-clock times.
+  // InputError when the file is missing or not a trace.
+  void merge_file(const std::filesystem::path& path);
+
   // A trace.json read back, for reports: its spans (events of phase "X") and track names.
   struct Contents {
     std::vector<nlohmann::json> spans;
@@ -44,6 +50,7 @@ class Trace {
 
  private:
   Clock::time_point origin_;
+  double origin_unix_us_;  // wall-clock microseconds of origin_
   mutable std::mutex mu_;
   std::vector<nlohmann::json> events_;
 };
