@@ -5,6 +5,7 @@
 
 #include "flops.h"
 #include "streamrl/core/roofline.h"
+#include "streamrl/core/stats.h"
 #include "streamrl/core/threads.h"
 #include "streamrl/model/kv_cache.h"
 #include "streamrl/model/transformer.h"
@@ -13,11 +14,6 @@ namespace streamrl::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 }  // namespace
 
@@ -41,7 +37,7 @@ nlohmann::json run_model_speed(const BenchOptions& options) {
     lm->zero_grad();
     if (r > 0) train_s.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
   }
-  const double train_tps = B * T / median(train_s);
+  const double train_tps = B * T / core::median(train_s);
   const double train_flops = 3 * (forward_flops_per_token(cfg) + attention_flops(cfg, T / 2.0));
 
   nlohmann::json decode = nlohmann::json::object();

@@ -14,6 +14,7 @@ struct BenchOptions {
   bool quick = false;  // a smaller workload, for smoke tests
   int threads = 0;     // 0 = all available cores
   std::string ckpt;    // policy checkpoint for benchmarks that need one ("" = their default)
+  std::vector<std::string> overrides;  // key=value over the run config (benchmarks that use one)
 };
 
 struct Benchmark {

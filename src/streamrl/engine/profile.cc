@@ -1,4 +1,5 @@
 #include "streamrl/engine/profile.h"
+#include "streamrl/core/stats.h"
 
 #include <algorithm>
 #include <chrono>
@@ -14,11 +15,6 @@ namespace streamrl::engine {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 }  // namespace
 
@@ -47,7 +43,7 @@ Profile measure_profile(model::CausalLM& model, const ProfileConfig& config) {
         tokens = sample_tokens(logits, ps, u).tokens.view({bs, 1});
         if (s > 0) times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
       }
-      p.ptl.push_back({bs, ctx, median(times)});
+      p.ptl.push_back({bs, ctx, core::median(times)});
     }
   }
   const int pb = config.prefill_batch;
@@ -62,7 +58,7 @@ Profile measure_profile(model::CausalLM& model, const ProfileConfig& config) {
     model->forward_cached(tokens, pos, valid, torch::arange(pb, torch::kLong), cache);
     times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
   }
-  p.prefill_tokens_per_s = pb * pl / median(times);
+  p.prefill_tokens_per_s = pb * pl / core::median(times);
   return p;
 }
 

@@ -1,4 +1,5 @@
 #include "streamrl/planner/validation.h"
+#include "streamrl/core/stats.h"
 
 #include <algorithm>
 #include <cmath>
@@ -114,6 +115,19 @@ MeasuredRun MeasuredRun::from_json(const json& j) {
         } else {
           lens = {v->get<std::vector<int>>()};
         }
+        if (const json* z = find_key({&m}, {"zero_advantage"}); z && z->size() == lens.size()) {
+          // A group is skipped when every one of its samples had advantage 0.
+          for (const auto& flags : *z) {
+            const auto f = flags.get<std::vector<int>>();
+            std::vector<int> groups;
+            for (size_t g = 0; r.group_size > 0 && (g + 1) * r.group_size <= f.size(); ++g) {
+              bool all = true;
+              for (int i = 0; i < r.group_size; ++i) all = all && f[g * r.group_size + i] != 0;
+              groups.push_back(all);
+            }
+            r.skipped_groups[label].push_back(std::move(groups));
+          }
+        }
       } else if (const json* per = find_key({&m}, {"response_length_per_iteration"})) {
         for (const auto& st : *per) {
           const int n = st.value("samples", r.prompts * r.group_size);
@@ -168,7 +182,11 @@ EmulatorInput make_input(const MeasuredRun& run, const std::string& label, const
       }
       b.estimate.push_back(sum / run.group_size);
     }
-    if (skipped_it != run.skipped.end() && at < skipped_it->second.size()) {
+    if (const auto sg = run.skipped_groups.find(label);
+        sg != run.skipped_groups.end() && at < sg->second.size() &&
+        static_cast<int>(sg->second[at].size()) == groups) {
+      b.skipped.assign(sg->second[at].begin(), sg->second[at].end());
+    } else if (skipped_it != run.skipped.end() && at < skipped_it->second.size()) {
       // Which groups had equal rewards is not recorded, only how many: spread them evenly.
       const int n = std::min(groups, skipped_it->second[at] / run.group_size);
       b.skipped.assign(groups, 0);
@@ -179,12 +197,6 @@ EmulatorInput make_input(const MeasuredRun& run, const std::string& label, const
   return in;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 // Median generation and trainer-busy seconds per iteration, the first excluded in steady state.
 std::pair<double, double> stage_medians(const EmulatorResult& r, bool steady) {
   std::vector<double> gen, train;
@@ -192,7 +204,7 @@ std::pair<double, double> stage_medians(const EmulatorResult& r, bool steady) {
     gen.push_back(r.iterations[k].gen_end - r.iterations[k].gen_start);
     train.push_back(r.iterations[k].train_busy);
   }
-  return {median(gen), median(train)};
+  return {core::median(gen), core::median(train)};
 }
 
 double predicted_seconds(const MeasuredRun& run, const EmulatorResult& r) {

@@ -44,6 +44,9 @@ struct MeasuredRun {
   std::map<std::string, std::vector<std::vector<int>>> lengths;  // per label, per iteration
   // Samples the trainer skipped (zero advantage) per iteration, where the run recorded them.
   std::map<std::string, std::vector<int>> skipped;
+  // Which groups had zero advantage, per iteration, where the run recorded each sample's flag
+  // ("zero_advantage": [[0|1 per sample]] beside "lengths"); preferred over the counts.
+  std::map<std::string, std::vector<std::vector<int>>> skipped_groups;
   std::map<std::string, nlohmann::json> stage_seconds;
   // Measured generation and training seconds per iteration ("generate_s"/"train_s" or
   // stage_seconds.generate/.train), for the stage-calibrated prediction.

@@ -67,6 +67,8 @@ void PolicyStep::add(std::vector<ScoredSample> samples, bool eager) {
     buffered_tokens_ += total_tokens(s);
     buffer_.push_back(std::move(s));
   }
+  // Waiting for a larger pool to pack from pads less but leaves more work after the last
+  // sample: with 4 micro-batches' worth, stream training was 11% less busy and 10% slower.
   if (eager && buffered_tokens_ >= config_.micro_batch_tokens) run_buffered(/*full_only=*/true);
 }
 

@@ -71,6 +71,7 @@ RlRunConfig RlRunConfig::from_config(const core::Config& root) {
   root.section("async").get("max_staleness", c.max_staleness);
   rollout.get("sample_timeout_s", c.sample_timeout_s);
   root.section("telemetry").get("trace", c.trace);
+  root.section("telemetry").get("samples", c.sample_log);
   read_eval(root.section("eval"), &c.eval_every, &c.eval);
   c.checkpoint.read(root.section("checkpoint"));
   root.check_all_used();
@@ -127,6 +128,7 @@ struct IterationBatch {
 // Everything an iteration measured, for its metrics line.
 struct IterationStats {
   std::vector<double> rewards, scores, lengths;
+  std::vector<int> zero_advantage;  // per sample, 1 when its advantage is 0
   std::vector<int64_t> versions;
   int64_t generated_tokens = 0;
   double sample_work_s = 0, reference_s = 0, wait_s = 0, weight_update_s = 0;
@@ -353,6 +355,7 @@ class RlLoop {
     st->rewards.push_back(s.reward);
     st->scores.push_back(s.score);
     st->lengths.push_back(static_cast<double>(s.sample.output_ids.size()));
+    st->zero_advantage.push_back(s.advantage == 0.0);
     st->versions.push_back(s.sample.weight_version);
     st->generated_tokens += static_cast<int64_t>(s.sample.output_ids.size());
   }
@@ -425,10 +428,11 @@ nlohmann::json run_rl(const RlRunConfig& c, const std::string& resolved_config_y
     std::vector<torch::Tensor> params = policy->parameters();
     group->broadcast_from_rank0(params);
   }
-  std::optional<telemetry::MetricsLog> metrics;
+  std::optional<telemetry::MetricsLog> metrics, sample_log;
   if (lead) {
     core::write_file_atomic(run_dir / "config.yaml", resolved_config_yaml);
     metrics.emplace(run_dir / "metrics.jsonl", start_iter);
+    if (c.sample_log) sample_log.emplace(run_dir / "samples.jsonl", start_iter);
   }
   telemetry::Trace trace_store;
   // Every rank keeps its own trace; ranks > 0 write it next to rank 0's, which merges them.
@@ -550,6 +554,10 @@ nlohmann::json run_rl(const RlRunConfig& c, const std::string& resolved_config_y
       rec["eval"] = evaluate_now().to_json();
     }
     metrics->write(rec);
+    if (sample_log) {
+      sample_log->write(
+          {{"step", done}, {"lengths", st.lengths}, {"zero_advantage", st.zero_advantage}});
+    }
     char status[96];
     std::snprintf(status, sizeof(status), "reward %.3f len %.0f kl %.4f %.1fs/it", reward_mean,
                   mean_len, m.kl_mean(), iter_s);

@@ -1,6 +1,8 @@
 // Percentiles, Spearman correlation and top-fraction recall.
 #include "streamrl/tasks/length_stats.h"
 
+#include "streamrl/core/stats.h"
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -8,13 +10,6 @@
 
 namespace streamrl::tasks {
 namespace {
-
-double sorted_percentile(const std::vector<double>& sorted, double q) {
-  const double h = (sorted.size() - 1) * q;
-  const size_t lo = static_cast<size_t>(std::floor(h));
-  const size_t hi = std::min(lo + 1, sorted.size() - 1);
-  return sorted[lo] + (h - lo) * (sorted[hi] - sorted[lo]);
-}
 
 // Indices of the m largest values, larger first and lower index first among equals.
 std::vector<size_t> top_indices(std::span<const double> values, size_t m) {
@@ -28,14 +23,6 @@ std::vector<size_t> top_indices(std::span<const double> values, size_t m) {
 
 }  // namespace
 
-double percentile(std::span<const double> values, double q) {
-  if (values.empty()) throw std::invalid_argument("percentile of no values");
-  if (!(q >= 0.0 && q <= 1.0)) throw std::invalid_argument("percentile q outside [0, 1]");
-  std::vector<double> sorted(values.begin(), values.end());
-  std::sort(sorted.begin(), sorted.end());
-  return sorted_percentile(sorted, q);
-}
-
 LengthSummary summarize(std::span<const double> values) {
   if (values.empty()) throw std::invalid_argument("summary of no values");
   std::vector<double> sorted(values.begin(), values.end());
@@ -43,9 +30,9 @@ LengthSummary summarize(std::span<const double> values) {
   LengthSummary s;
   s.count = sorted.size();
   s.mean = std::accumulate(sorted.begin(), sorted.end(), 0.0) / sorted.size();
-  s.p50 = sorted_percentile(sorted, 0.50);
-  s.p90 = sorted_percentile(sorted, 0.90);
-  s.p99 = sorted_percentile(sorted, 0.99);
+  s.p50 = core::percentile_of_sorted(sorted, 0.50);
+  s.p90 = core::percentile_of_sorted(sorted, 0.90);
+  s.p99 = core::percentile_of_sorted(sorted, 0.99);
   s.max = sorted.back();
   return s;
 }

@@ -7,6 +7,8 @@
 #include <span>
 #include <vector>
 
+#include "streamrl/core/stats.h"
+
 namespace streamrl::tasks {
 
 struct LengthSummary {
@@ -18,10 +20,8 @@ struct LengthSummary {
   double max = 0.0;
 };
 
-// The q-quantile (0 <= q <= 1) with linear interpolation between closest ranks, as NumPy's
-// default: sorted x, h = (n - 1) q, result x[floor h] + (h - floor h)(x[floor h + 1] - x[floor h]).
-// Throws std::invalid_argument for no values or q outside [0, 1].
-double percentile(std::span<const double> values, double q);
+// The q-quantile with linear interpolation, as NumPy's default (core/stats.h).
+using core::percentile;
 
 // Throws std::invalid_argument for no values.
 LengthSummary summarize(std::span<const double> values);
