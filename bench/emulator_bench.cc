@@ -137,9 +137,9 @@ double task_prompt_tokens(const fs::path& dir, const std::string& task_name, int
   return sum / n;
 }
 
-// Training speed at the current core budget: forward (log-probs and entropy, as the trainer
-// scores) + backward over the measured batch packed as the trainer does (longest first into
-// micro-batches of at most `budget` padded tokens), then one Adam step. One warm-up pass
+// Training speed (padded tokens/s) at the current core budget: forward (log-probs and entropy, as
+// the trainer scores) + backward over the measured batch packed as the trainer does (longest first
+// into micro-batches of at most `budget` padded tokens), then one Adam step. One warm-up pass
 // (first-call allocations), then the median of `reps` passes.
 planner::TrainerModel measure_trainer(model::CausalLM& lm, std::vector<int> seq_lens,
                                       int64_t budget, int reps = 3) {
@@ -168,7 +168,7 @@ planner::TrainerModel measure_trainer(model::CausalLM& lm, std::vector<int> seq_
       for (int64_t i = 0; i < b; ++i) valid[i].narrow(0, 0, rows[i]).fill_(true);
       auto out = lm->score(ids, valid, so);
       (out.logprobs.sum() + 0 * out.entropy.sum()).backward();
-      for (int l : rows) tokens += l;
+      tokens += b * t;  // padded: the emulator charges each micro-batch's padding
     }
     const double fb = since(t0);
     t0 = Clock::now();
@@ -184,6 +184,7 @@ planner::TrainerModel measure_trainer(model::CausalLM& lm, std::vector<int> seq_
   tr.step_overhead_s = step[step.size() / 2];
   tr.tokens_per_s = tokens / fwd_bwd[fwd_bwd.size() / 2];
   tr.micro_batch_tokens = budget;
+  tr.padded = true;
   return tr;
 }
 

@@ -34,6 +34,10 @@ struct TrainerModel {
   double step_overhead_s = 0;      // optimizer step and other fixed work per iteration
   double per_sample_s = 0;         // per-sample work on arrival (reward, reference pass)
   int64_t micro_batch_tokens = 0;  // dynamic-batch budget in stream/async (0 = one batch)
+  // tokens_per_s counts padded tokens of micro-batches packed as the trainer packs them (longest
+  // first, rows x longest <= micro_batch_tokens), as measured on this machine; the emulator then
+  // charges each micro-batch's padding. False: real tokens (roofline models, packed sequences).
+  bool padded = false;
   int devices = 1;
 
   double seconds(int64_t tokens, int samples) const {

@@ -39,6 +39,30 @@ void assign_lpt(const std::vector<int>& groups, const Batch& b, int first, int n
   }
 }
 
+// Padded tokens of sequences of `lens` tokens packed as rl::pack_by_token_budget packs them:
+// longest first, a new micro-batch when rows x its longest would exceed `budget`. With
+// `keep_partial`, a last micro-batch under the budget is not run: its lengths stay in `lens` (the
+// trainer waits for more samples). Otherwise `lens` is emptied.
+int64_t pack_padded(std::vector<int>& lens, int64_t budget, bool keep_partial) {
+  std::sort(lens.rbegin(), lens.rend());
+  std::vector<std::pair<int64_t, int64_t>> packs;  // (rows, longest)
+  for (int l : lens) {
+    if (packs.empty() || (packs.back().first + 1) * packs.back().second > budget) {
+      packs.emplace_back(0, l);
+    }
+    packs.back().first += 1;
+  }
+  std::vector<int> kept;
+  if (keep_partial && !packs.empty() && packs.back().first * packs.back().second < budget) {
+    kept.assign(lens.end() - packs.back().first, lens.end());
+    packs.pop_back();
+  }
+  int64_t padded = 0;
+  for (const auto& [rows, longest] : packs) padded += rows * longest;
+  lens = std::move(kept);
+  return padded;
+}
+
 struct Running {
   int sample;
   int remaining;
@@ -284,32 +308,53 @@ EmulatorResult emulate(const EmulatorInput& in) {
     const int64_t budget = streaming && in.trainer.micro_batch_tokens > 0
                                ? in.trainer.micro_batch_tokens
                                : std::numeric_limits<int64_t>::max();
+    const bool padded = in.trainer.padded && in.trainer.micro_batch_tokens > 0;
     double t = std::max(trainer_free, in.mode == Mode::kColocate ? g.end : 0.0);
+    const double iteration_start = t;
     int64_t buf_tokens = 0;
     int buf_samples = 0;
+    std::vector<int> buf_lens;  // sequence lengths buffered (padded trainer model)
     it.train_start = -1;
     for (size_t i = 0; i < done.size(); ++i) {
       const int grp = done[i].second;
       if (b.trained(grp)) {
         for (int j = 0; j < b.group_size; ++j) {
-          buf_tokens += b.prompt_tokens[grp] + b.output_tokens[grp * b.group_size + j];
+          const int len = b.prompt_tokens[grp] + b.output_tokens[grp * b.group_size + j];
+          buf_tokens += len;
+          buf_lens.push_back(len);
         }
         buf_samples += b.group_size;
       }
-      if (buf_tokens < budget && i + 1 < done.size()) continue;
+      const bool last = i + 1 == done.size();
+      // Groups that completed before the trainer got to this iteration (async: generated while
+      // the previous one trained) are handed to it at once, as one pool to pack.
+      if (!last && (buf_tokens < budget || done[i + 1].first <= iteration_start)) continue;
       if (buf_samples == 0) continue;  // only skipped groups so far
+      int64_t charged = buf_tokens;
+      int charged_samples = buf_samples;
+      if (padded) {
+        // As the trainer: full micro-batches now, a partly filled last one waits for more.
+        charged = pack_padded(buf_lens, in.trainer.micro_batch_tokens, !last);
+        const int kept = static_cast<int>(buf_lens.size());
+        charged_samples = buf_samples - kept;
+        buf_tokens = 0;
+        for (int l : buf_lens) buf_tokens += l;
+        buf_samples = kept;
+      } else {
+        buf_tokens = 0;
+        buf_samples = 0;
+      }
+      if (charged_samples == 0) continue;
       const double st = std::max(t, done[i].first);
-      const double dur = in.trainer.seconds(buf_tokens, buf_samples);
+      const double dur = in.trainer.seconds(charged, charged_samples);
       if (it.train_start < 0) it.train_start = st;
       if (trace) {
         trace->span(kTrainPid, 0, "train micro-batch", st, dur,
-                    {{"iteration", k}, {"tokens", buf_tokens}, {"samples", buf_samples}});
+                    {{"iteration", k}, {"tokens", charged}, {"samples", charged_samples}});
       }
       t = st + dur;
       train_busy += dur;
       it.train_busy += dur;
-      buf_tokens = 0;
-      buf_samples = 0;
     }
     if (trace)
       trace->span(kTrainPid, 0, "optimizer step", t, in.trainer.step_overhead_s,
