@@ -1,5 +1,6 @@
 #include "streamrl/telemetry/trace.h"
 
+#include <algorithm>
 #include <fstream>
 
 #include "streamrl/core/errors.h"
@@ -24,7 +25,8 @@ nlohmann::json read_trace_json(const std::filesystem::path& path) {
 
 }  // namespace
 
-Trace::Trace(Clock::time_point origin) : origin_(origin) {
+Trace::Trace(Clock::time_point origin, size_t max_spans)
+    : origin_(origin), max_spans_(std::max<size_t>(1, max_spans)) {
   const auto now_unix = std::chrono::system_clock::now().time_since_epoch();
   origin_unix_us_ =
       std::chrono::duration<double, std::micro>(now_unix).count() - micros(Clock::now() - origin);
@@ -32,11 +34,11 @@ Trace::Trace(Clock::time_point origin) : origin_(origin) {
 
 void Trace::name_track(int track, const std::string& name) {
   std::lock_guard<std::mutex> lock(mu_);
-  events_.push_back({{"ph", "M"},
-                     {"name", "thread_name"},
-                     {"pid", 1},
-                     {"tid", track},
-                     {"args", {{"name", name}}}});
+  names_.push_back({{"ph", "M"},
+                    {"name", "thread_name"},
+                    {"pid", 1},
+                    {"tid", track},
+                    {"args", {{"name", name}}}});
 }
 
 void Trace::span(int track, const std::string& name, Clock::time_point begin, Clock::time_point end,
@@ -49,19 +51,34 @@ void Trace::span(int track, const std::string& name, Clock::time_point begin, Cl
                       {"dur", micros(end - begin)}};
   if (!args.is_null()) e["args"] = std::move(args);
   std::lock_guard<std::mutex> lock(mu_);
-  events_.push_back(std::move(e));
+  add_span_locked(std::move(e));
+}
+
+void Trace::add_span_locked(nlohmann::json e) {
+  spans_.push_back(std::move(e));
+  if (spans_.size() > max_spans_) {
+    spans_.pop_front();
+    ++dropped_;
+  }
 }
 
 size_t Trace::size() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return events_.size();
+  return spans_.size();
+}
+
+size_t Trace::dropped() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return dropped_;
 }
 
 nlohmann::json Trace::to_json() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return {{"traceEvents", events_},
+  nlohmann::json events = names_;
+  for (const auto& e : spans_) events.push_back(e);
+  return {{"traceEvents", std::move(events)},
           {"displayTimeUnit", "ms"},
-          {"otherData", {{"origin_unix_us", origin_unix_us_}}}};
+          {"otherData", {{"origin_unix_us", origin_unix_us_}, {"dropped_spans", dropped_}}}};
 }
 
 void Trace::write(const std::filesystem::path& path) const {
@@ -76,8 +93,12 @@ void Trace::merge_file(const std::filesystem::path& path) {
   const double shift = origin - origin_unix_us_;
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& e : j["traceEvents"]) {
+    if (e.value("ph", "") == "M") {
+      names_.push_back(std::move(e));
+      continue;
+    }
     if (e.contains("ts")) e["ts"] = e["ts"].get<double>() + shift;
-    events_.push_back(std::move(e));
+    add_span_locked(std::move(e));
   }
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <deque>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -18,8 +19,11 @@ class Trace {
   using Clock = std::chrono::steady_clock;
 
   // Times are microseconds since `origin`. The wall-clock time of the origin is kept too, so
-  // traces of other processes can be merged onto one timeline.
-  explicit Trace(Clock::time_point origin = Clock::now());
+  // traces of other processes can be merged onto one timeline. At most `max_spans` spans are
+  // kept, the oldest dropped first (a long run's trace stays bounded; the end is what reports
+  // show); track names are always kept.
+  explicit Trace(Clock::time_point origin = Clock::now(), size_t max_spans = kDefaultMaxSpans);
+  static constexpr size_t kDefaultMaxSpans = 200000;  // ~30 MB of JSON
 
   // Names a track (a "thread" in the viewer); spans on an unnamed track show its number.
   void name_track(int track, const std::string& name);
@@ -28,7 +32,8 @@ class Trace {
   void span(int track, const std::string& name, Clock::time_point begin, Clock::time_point end,
             nlohmann::json args = nullptr);
 
-  size_t size() const;
+  size_t size() const;     // spans kept
+  size_t dropped() const;  // spans dropped to stay within max_spans
 
   // The whole trace as a Trace Event Format object.
   nlohmann::json to_json() const;
@@ -49,10 +54,14 @@ class Trace {
   static Contents read(const std::filesystem::path& path);
 
  private:
+  void add_span_locked(nlohmann::json e);
   Clock::time_point origin_;
   double origin_unix_us_;  // wall-clock microseconds of origin_
+  size_t max_spans_;
   mutable std::mutex mu_;
-  std::vector<nlohmann::json> events_;
+  std::vector<nlohmann::json> names_;  // thread_name metadata events
+  std::deque<nlohmann::json> spans_;
+  size_t dropped_ = 0;
 };
 
 // A span that records itself when it goes out of scope; a null trace records nothing.
