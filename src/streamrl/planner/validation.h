@@ -81,7 +81,8 @@ struct ModeSetup {
 // machine) and leaves the overlap and bubble structure of the modes as what is tested. Returns
 // {"modes": {label: {"measured_s", "predicted_s", "relative_error", "predicted": {...},
 // "interference", "calibrated_s", "calibrated_error", "fitted_interference"}},
-// "max_relative_error", "max_relative_error_stage_calibrated"}.
+// "max_relative_error", "max_relative_error_stage_calibrated" (over the four modes, colocate by its
+// fastest variant, "colocate_baseline"), and both "_all_variants"}.
 nlohmann::json compare_modes(const MeasuredRun& run,
                              const std::map<std::string, ModeSetup>& setups);
 
