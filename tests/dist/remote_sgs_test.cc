@@ -22,6 +22,7 @@
 #include <set>
 #include <thread>
 
+#include "run_binary.h"
 #include "streamrl/core/errors.h"
 #include "streamrl/dist/launcher.h"
 #include "streamrl/model/checkpoint.h"
@@ -314,53 +315,6 @@ TEST(RemoteSgsPool, SilentInstanceFailsItsHealthCheckAndLosesNoRequest) {
   EXPECT_EQ(pool.redispatched_requests(), 2);
 }
 
-// `streamrl serve` as a child process on a free port, killed with SIGKILL when the test ends.
-class ServeProcess {
- public:
-  explicit ServeProcess(const std::string& ckpt) {
-    int out[2];
-    EXPECT_EQ(pipe(out), 0);
-    pid_ = fork();
-    if (pid_ == 0) {
-      dup2(out[1], STDOUT_FILENO);
-      close(out[0]);
-      execl(STREAMRL_BINARY, STREAMRL_BINARY, "serve", "--ckpt", ckpt.c_str(), "--port", "0",
-            "--threads", "1", "--max-seq-len", "512", "--json", static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    close(out[1]);
-    out_ = out[0];
-  }
-  ~ServeProcess() {
-    kill_now();
-    close(out_);
-  }
-  // Waits for the startup line ({"url": ...}); "" when none came within 120 s.
-  std::string wait_for_url() {
-    std::string line;
-    const auto end = std::chrono::steady_clock::now() + 120s;
-    char c;
-    while (std::chrono::steady_clock::now() < end) {
-      pollfd p{out_, POLLIN, 0};
-      if (poll(&p, 1, 100) <= 0) continue;
-      if (read(out_, &c, 1) != 1) return "";
-      if (c == '\n') return nlohmann::json::parse(line).at("url").get<std::string>();
-      line.push_back(c);
-    }
-    return "";
-  }
-  void kill_now() {
-    if (pid_ <= 0) return;
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
-
- private:
-  pid_t pid_ = -1;
-  int out_ = -1;
-};
-
 TEST(RemoteSgsPool, KilledServeProcessLosesNoRequest) {
   const auto dir =
       std::filesystem::temp_directory_path() / ("remote_sgs_" + std::to_string(getpid()));
@@ -368,7 +322,7 @@ TEST(RemoteSgsPool, KilledServeProcessLosesNoRequest) {
   const std::string ckpt = (dir / "tiny").string();
   model::CausalLM lm = tiny_model(4);
   model::save_checkpoint(ckpt, lm, tokenizer::make_tokenizer("char")->to_json());
-  ServeProcess a(ckpt), b(ckpt);
+  testing_util::ServeProcess a(ckpt), b(ckpt);
   const std::string url_a = a.wait_for_url(), url_b = b.wait_for_url();
   ASSERT_FALSE(url_a.empty() || url_b.empty());
 

@@ -297,54 +297,11 @@ TEST_F(RlTrain, StreamWithTwoInstancesAndTheOnlineRanker) {
   EXPECT_GE(with_ranker, 2);
 }
 
-// `streamrl serve --port 0` as a child process, killed when the test ends; url() waits for its
-// startup line.
-class ServeProcess {
- public:
-  explicit ServeProcess(const std::string& ckpt) {
-    int out[2];
-    EXPECT_EQ(pipe(out), 0);
-    pid_ = fork();
-    if (pid_ == 0) {
-      dup2(out[1], STDOUT_FILENO);
-      close(out[0]);
-      execl(STREAMRL_BINARY, STREAMRL_BINARY, "serve", "--ckpt", ckpt.c_str(), "--port", "0",
-            "--threads", "1", "--max-seq-len", "512", "--json", static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    close(out[1]);
-    out_ = out[0];
-  }
-  ~ServeProcess() {
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-    close(out_);
-  }
-  // The {"url": ...} startup line's URL; "" when none came within 120 s.
-  std::string url() {
-    std::string line;
-    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-    char c;
-    while (std::chrono::steady_clock::now() < end) {
-      pollfd p{out_, POLLIN, 0};
-      if (poll(&p, 1, 100) <= 0) continue;
-      if (read(out_, &c, 1) != 1) return "";
-      if (c == '\n') return nlohmann::json::parse(line).at("url").get<std::string>();
-      line.push_back(c);
-    }
-    return "";
-  }
-
- private:
-  pid_t pid_ = -1;
-  int out_ = -1;
-};
-
 // DESIGN.md §9: with sgs.urls a `streamrl serve` process generates; each iteration's weights are
 // pushed to it over HTTP before the next prompts, so iteration k trains on samples of version k.
 TEST_F(RlTrain, StreamWithARemoteServeInstance) {
-  ServeProcess serve(dir_ + "/runs/sft/final");
-  const std::string url = serve.url();
+  testing_util::ServeProcess serve(dir_ + "/runs/sft/final");
+  const std::string url = serve.wait_for_url();
   ASSERT_FALSE(url.empty());
   auto r = run_streamrl({"train", "--config", dir_ + "/rl.yaml", "mode=stream", "run.name=remote",
                          "train.iterations=2", "sgs.urls=[" + url + "]", "eval.n=0", "--json"});

@@ -1,17 +1,20 @@
 #include "run_binary.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 namespace streamrl::testing_util {
 namespace {
 
+// The pointers point into `args`, which must outlive the result.
 std::vector<char*> make_argv(const std::vector<std::string>& args) {
   static std::string binary = STREAMRL_BINARY;
   std::vector<char*> argv;
@@ -90,6 +93,53 @@ std::string last_line(const std::string& text) {
   size_t start = text.rfind('\n', end);
   return text.substr(start == std::string::npos ? 0 : start + 1,
                      end - (start == std::string::npos ? 0 : start + 1) + 1);
+}
+
+ServeProcess::ServeProcess(const std::string& ckpt) {
+  int out[2];
+  if (pipe(out) != 0) return;
+  pid_ = fork();
+  if (pid_ == 0) {
+    dup2(out[1], STDOUT_FILENO);
+    close(out[0]);
+    const std::vector<std::string> args = {
+        "serve", "--ckpt", ckpt, "--port", "0", "--threads", "1", "--max-seq-len", "512", "--json"};
+    auto argv = make_argv(args);  // points into args
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  close(out[1]);
+  out_ = out[0];
+}
+
+ServeProcess::~ServeProcess() {
+  kill_now();
+  if (out_ >= 0) close(out_);
+}
+
+std::string ServeProcess::wait_for_url() {
+  std::string line;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  char c;
+  while (out_ >= 0 && std::chrono::steady_clock::now() < end) {
+    pollfd p{out_, POLLIN, 0};
+    if (poll(&p, 1, 100) <= 0) continue;
+    if (read(out_, &c, 1) != 1) return "";
+    if (c != '\n') {
+      line.push_back(c);
+      continue;
+    }
+    const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    return j.is_object() && j.contains("url") ? j["url"].get<std::string>() : "";
+  }
+  return "";
+}
+
+void ServeProcess::kill_now() {
+  if (pid_ <= 0) return;
+  kill(pid_, SIGKILL);
+  waitpid(pid_, nullptr, 0);
+  pid_ = -1;
 }
 
 }  // namespace streamrl::testing_util

@@ -27,4 +27,22 @@ std::string fresh_temp_dir(const std::string& name);
 // The last non-empty line of `text`.
 std::string last_line(const std::string& text);
 
+// `streamrl serve --ckpt CKPT --port 0` as a child process (one thread), killed with SIGKILL
+// when this object goes away.
+class ServeProcess {
+ public:
+  explicit ServeProcess(const std::string& ckpt);
+  ~ServeProcess();
+  ServeProcess(const ServeProcess&) = delete;
+  ServeProcess& operator=(const ServeProcess&) = delete;
+
+  // The URL of its {"url": ...} startup line; "" when none came within 120 s.
+  std::string wait_for_url();
+  void kill_now();
+
+ private:
+  pid_t pid_ = -1;
+  int out_ = -1;
+};
+
 }  // namespace streamrl::testing_util
