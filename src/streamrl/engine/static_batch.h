@@ -1,6 +1,6 @@
-// Batch-at-a-time generation: prefill every prompt of the batch, then decode until the last sample
-// finishes, with no admission in between. Used by `streamrl generate` and as the static-batching
-// baseline that the continuous-batching engine is measured against.
+// Batch-at-a-time generation: the Engine with a slot per sample, so every prompt is admitted at the
+// first step and decoding runs until the last sample finishes, with no admission in between. Used
+// by evaluation and `streamrl generate`.
 #pragma once
 
 #include <vector>
