@@ -129,7 +129,8 @@ TEST(RemoteSgsClient, WeightsTravelInBucketsAndChangeTheSamples) {
   RemoteSgsOptions o = fast_options();
   o.max_bucket_bytes = 8192;  // the tiny model needs several buckets
   RemoteSgsClient client(inst.url, o, nullptr);
-  EXPECT_EQ(client.health(), 0);
+  EXPECT_EQ(client.health().weight_version, 0);
+  EXPECT_DOUBLE_EQ(client.health().busy_seconds, 0.0);  // no step yet
 
   // Greedy samples from the instance's own weights and from another model's.
   auto greedy = [&](int64_t id) {
@@ -144,7 +145,8 @@ TEST(RemoteSgsClient, WeightsTravelInBucketsAndChangeTheSamples) {
   const engine::Sample before = greedy(1);
   model::CausalLM other = tiny_model(2);
   client.update_weights(5, other->named_weights());
-  EXPECT_EQ(client.health(), 5);
+  EXPECT_EQ(client.health().weight_version, 5);
+  EXPECT_GT(client.health().busy_seconds, 0.0);  // it has generated
   const engine::Sample after = greedy(2);
   EXPECT_EQ(after.weight_version, 5);
   EXPECT_NE(before.output_ids, after.output_ids);

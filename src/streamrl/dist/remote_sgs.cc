@@ -326,7 +326,7 @@ void RemoteSgsClient::update_weights(
   push_weight_buckets(encode_weight_buckets(version, tensors, options_.max_bucket_bytes));
 }
 
-int64_t RemoteSgsClient::health() {
+RemoteSgsClient::Health RemoteSgsClient::health() {
   auto http = make_http(options_.health_timeout_s);
   auto res = http->Get("/health");
   if (!res) {
@@ -338,7 +338,7 @@ int64_t RemoteSgsClient::health() {
     throw RuntimeFailure("remote SGS " + url_ + " is unhealthy: HTTP " +
                          std::to_string(res->status) + " " + res->body.substr(0, 200));
   }
-  return j.value("weight_version", int64_t{0});
+  return {j.value("weight_version", int64_t{0}), j.value("busy_seconds", -1.0)};
 }
 
 }  // namespace streamrl::dist

@@ -99,9 +99,13 @@ class RemoteSgsClient {
   void update_weights(int64_t version,
                       const std::vector<std::pair<std::string, torch::Tensor>>& tensors);
 
-  // GET /health within health_timeout_s: the installed weight version. Throws RuntimeFailure
-  // naming the URL when the instance is unreachable or reports itself broken.
-  int64_t health();
+  // GET /health within health_timeout_s. Throws RuntimeFailure naming the URL when the instance
+  // is unreachable or reports itself broken.
+  struct Health {
+    int64_t weight_version = 0;  // installed
+    double busy_seconds = -1;    // engine time inside steps since start; -1 when not reported
+  };
+  Health health();
 
  private:
   struct Pending {

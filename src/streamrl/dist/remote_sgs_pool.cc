@@ -41,6 +41,28 @@ void RemoteSgsPool::mark_dead(size_t instance, const std::string& error) {
   errors_[instance] = error;
 }
 
+std::optional<double> RemoteSgsPool::busy_seconds() const {
+  std::vector<size_t> live;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = 0; i < clients_.size(); ++i) {
+      if (!dead_[i]) live.push_back(i);
+    }
+  }
+  if (live.empty()) return std::nullopt;
+  double total = 0;
+  for (size_t i : live) {
+    try {
+      const double b = clients_[i]->health().busy_seconds;
+      if (b < 0) return std::nullopt;
+      total += b;
+    } catch (const RuntimeFailure&) {
+      return std::nullopt;  // the watchdog or the streams report the failure
+    }
+  }
+  return total / static_cast<double>(live.size());
+}
+
 void RemoteSgsPool::watch_health() {
   const auto interval = std::chrono::duration<double>(options_.health_interval_s);
   for (;;) {

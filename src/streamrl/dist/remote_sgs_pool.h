@@ -4,6 +4,7 @@
 #pragma once
 
 #include <condition_variable>
+#include <optional>
 
 #include "streamrl/dist/remote_sgs.h"
 
@@ -37,6 +38,9 @@ class RemoteSgsPool {
   void check_alive() const;
   // URLs of the live instances.
   std::vector<std::string> live_urls() const;
+  // Mean engine busy seconds of the live instances since they started (their /health), or
+  // nullopt when one does not answer or report it.
+  std::optional<double> busy_seconds() const;
   // Requests re-dispatched after a failure, since construction.
   int64_t redispatched_requests() const { return redispatched_.load(); }
 

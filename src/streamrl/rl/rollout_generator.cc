@@ -162,6 +162,8 @@ int RolloutGenerator::instances() const {
 
 double RolloutGenerator::busy_seconds() const {
   if (remote_) {
+    // The servers' own engine time; else the wall time samples were outstanding.
+    if (const auto b = remote_->busy_seconds()) return *b;
     std::lock_guard<std::mutex> lock(busy_mu_);
     double total = busy_total_s_;
     if (outstanding_ > 0) {

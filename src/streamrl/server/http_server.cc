@@ -415,7 +415,10 @@ void Server::health(httplib::Response& res) {
               {{"status", "error"}, {"error", err}, {"weight_version", weight_version_.load()}});
     return;
   }
-  send_json(res, 200, {{"status", "ok"}, {"weight_version", weight_version_.load()}});
+  send_json(res, 200,
+            {{"status", "ok"},
+             {"weight_version", weight_version_.load()},
+             {"busy_seconds", engine_.stats().busy_seconds}});
 }
 
 void Server::metrics(httplib::Response& res) {
