@@ -39,26 +39,32 @@ void assign_lpt(const std::vector<int>& groups, const Batch& b, int first, int n
   }
 }
 
-// Padded tokens of sequences of `lens` tokens packed as rl::pack_by_token_budget packs them:
-// longest first, a new micro-batch when rows x its longest would exceed `budget`. With
-// `keep_partial`, a last micro-batch under the budget is not run: its lengths stay in `lens` (the
-// trainer waits for more samples). Otherwise `lens` is emptied.
+// Padded tokens of sequences of `lens` tokens packed as rl::PolicyStep packs them: longest first,
+// a new micro-batch when rows x its longest would exceed `budget`. With `keep_partial` (more
+// samples are coming), a micro-batch that has room for another row or is under 80% real tokens
+// is not run: its lengths stay in `lens`. Otherwise `lens` is emptied.
 int64_t pack_padded(std::vector<int>& lens, int64_t budget, bool keep_partial) {
   std::sort(lens.rbegin(), lens.rend());
-  std::vector<std::pair<int64_t, int64_t>> packs;  // (rows, longest)
-  for (int l : lens) {
-    if (packs.empty() || (packs.back().first + 1) * packs.back().second > budget) {
-      packs.emplace_back(0, l);
+  std::vector<std::pair<size_t, size_t>> packs;  // [begin, end) in lens
+  for (size_t i = 0; i < lens.size(); ++i) {
+    if (packs.empty() ||
+        static_cast<int64_t>(i - packs.back().first + 1) * lens[packs.back().first] > budget) {
+      packs.emplace_back(i, i);
     }
-    packs.back().first += 1;
+    packs.back().second = i + 1;
   }
   std::vector<int> kept;
-  if (keep_partial && !packs.empty() && packs.back().first * packs.back().second < budget) {
-    kept.assign(lens.end() - packs.back().first, lens.end());
-    packs.pop_back();
-  }
   int64_t padded = 0;
-  for (const auto& [rows, longest] : packs) padded += rows * longest;
+  for (const auto& [b, e] : packs) {
+    const int64_t longest = lens[b], rows = static_cast<int64_t>(e - b);
+    int64_t real = 0;
+    for (size_t i = b; i < e; ++i) real += lens[i];
+    if (keep_partial && (rows * longest + longest <= budget || real < 0.8 * rows * longest)) {
+      kept.insert(kept.end(), lens.begin() + b, lens.begin() + e);
+    } else {
+      padded += rows * longest;
+    }
+  }
   lens = std::move(kept);
   return padded;
 }

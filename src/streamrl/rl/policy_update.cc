@@ -56,6 +56,8 @@ PolicyStep::PolicyStep(model::CausalLM& model, torch::optim::Optimizer& optimize
   optimizer_.zero_grad();
 }
 
+constexpr double kMinPackFill = 0.8;  // real / padded tokens of an eager micro-batch
+
 void PolicyStep::add(std::vector<ScoredSample> samples, bool eager) {
   for (auto& s : samples) {
     if (skip_zero_advantage_ && s.advantage == 0.0) {
@@ -79,15 +81,24 @@ void PolicyStep::run_buffered(bool full_only) {
   std::vector<int64_t> lengths;
   for (const auto& s : buffer_) lengths.push_back(total_tokens(s));
   auto packs = pack_by_token_budget(lengths, config_.micro_batch_tokens);
-  // A pack of the shortest leftovers is a small micro-batch, with the same fixed cost as a full
-  // one and less efficient matmuls: while more samples are coming, it waits for them.
+  // While more samples are coming, a pack waits for them when it is partly filled (the shortest
+  // leftovers: a small micro-batch has the same fixed cost and less efficient matmuls) or mostly
+  // padding (its rows are much shorter than its longest).
   std::vector<size_t> keep;
-  if (full_only && !packs.empty()) {
-    const auto& last = packs.back();
-    if (static_cast<int64_t>(last.size()) * lengths[last.front()] < config_.micro_batch_tokens) {
-      keep = last;
-      packs.pop_back();
+  if (full_only) {
+    std::vector<std::vector<size_t>> run;
+    for (auto& idx : packs) {
+      const int64_t padded = static_cast<int64_t>(idx.size()) * lengths[idx.front()];
+      int64_t real = 0;
+      for (size_t i : idx) real += lengths[i];
+      const bool partial = padded + lengths[idx.front()] <= config_.micro_batch_tokens;
+      if (partial || real < kMinPackFill * static_cast<double>(padded)) {
+        keep.insert(keep.end(), idx.begin(), idx.end());
+      } else {
+        run.push_back(std::move(idx));
+      }
     }
+    packs = std::move(run);
   }
   for (const auto& idx : packs) {
     std::vector<const ScoredSample*> rows;
