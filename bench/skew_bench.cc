@@ -141,14 +141,14 @@ std::vector<sgs::DispatchItem> items_for(const std::vector<engine::Request>& req
   return items;
 }
 
-nlohmann::json plan_json(const sgs::Assignment& a) {
+nlohmann::json plan_json(const sgs::Assignment& a, size_t requests) {
   nlohmann::json inst = nlohmann::json::array();
   for (const auto& p : a.instances) {
     inst.push_back({{"requests", p.order.size()}, {"batch_size", p.batch_size}});
   }
   return {{"long_instances", a.long_instances},
           {"long_requests", a.long_items},
-          {"alpha", a.alpha},
+          {"alpha", requests ? static_cast<double>(a.long_items) / requests : 0.0},
           {"predicted_seconds", a.predicted_seconds},
           {"instances", inst}};
 }
@@ -271,12 +271,12 @@ nlohmann::json compare_schedules(model::CausalLM& lm, int instances,
           {"instance_steps", instance_steps},
           {"length_mismatches_vs_first_run", mism},
           {"plans",
-           {{"random_fifo", plan_json(random_plan)},
-            {"skew_ranker", plan_json(skew_plan)},
-            {"skew_oracle", plan_json(oracle_plan)},
-            {"paper_skew_ranker", plan_json(paper_plan)},
-            {"paper_skew_oracle", plan_json(oracle_paper_plan)},
-            {"least_loaded_lpt_ranker", plan_json(ll_plan)}}}};
+           {{"random_fifo", plan_json(random_plan, requests.size())},
+            {"skew_ranker", plan_json(skew_plan, requests.size())},
+            {"skew_oracle", plan_json(oracle_plan, requests.size())},
+            {"paper_skew_ranker", plan_json(paper_plan, requests.size())},
+            {"paper_skew_oracle", plan_json(oracle_paper_plan, requests.size())},
+            {"least_loaded_lpt_ranker", plan_json(ll_plan, requests.size())}}}};
 }
 
 }  // namespace

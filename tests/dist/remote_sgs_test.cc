@@ -84,6 +84,18 @@ engine::Request request(int64_t id, int n, int max_new_tokens, Inbox* inbox = nu
   return r;
 }
 
+// Eight requests of 2 samples: 0 and 1 end after one token, the rest run 300. Placement
+// alternates between two instances, so when the first sample arrives the first instance still
+// holds requests 2, 4 and 6. Fills `n_of` with each request's sample count.
+std::vector<engine::Request> two_short_then_long(std::map<int64_t, int>* n_of) {
+  std::vector<engine::Request> reqs;
+  for (int64_t id = 0; id < 8; ++id) {
+    reqs.push_back(request(id, 2, id < 2 ? 1 : 300));
+    (*n_of)[id] = 2;
+  }
+  return reqs;
+}
+
 RemoteSgsOptions fast_options() {
   RemoteSgsOptions o;
   o.connect_timeout_s = 2;
@@ -214,12 +226,8 @@ TEST(RemoteSgsPool, DyingInstanceLosesNoRequest) {
                      [&](engine::Sample&& s) { inbox.push(std::move(s)); });
   // Least-loaded placement alternates a, b, a, b...: requests 0 and 1 are short, the rest long,
   // so when the first sample arrives instance a still holds requests 2, 4 and 6.
-  std::vector<engine::Request> reqs;
   std::map<int64_t, int> n_of;
-  for (int64_t id = 0; id < 8; ++id) {
-    reqs.push_back(request(id, 2, id < 2 ? 1 : 300));
-    n_of[id] = 2;
-  }
+  std::vector<engine::Request> reqs = two_short_then_long(&n_of);
   pool.submit(std::move(reqs));
   ASSERT_TRUE(inbox.wait_for(1));
   a.server->stop();
@@ -332,12 +340,8 @@ TEST(RemoteSgsPool, KilledServeProcessLosesNoRequest) {
   RemoteSgsPool pool({url_a, url_b}, fast_options(),
                      [&](engine::Sample&& s) { inbox.push(std::move(s)); });
   pool.update_weights(1, tiny_model(5)->named_weights());  // both processes install version 1
-  std::vector<engine::Request> reqs;
   std::map<int64_t, int> n_of;
-  for (int64_t id = 0; id < 8; ++id) {
-    reqs.push_back(request(id, 2, id < 2 ? 1 : 300));
-    n_of[id] = 2;
-  }
+  std::vector<engine::Request> reqs = two_short_then_long(&n_of);
   pool.submit(std::move(reqs));
   ASSERT_TRUE(inbox.wait_for(1));
   a.kill_now();  // mid-generation, no goodbye

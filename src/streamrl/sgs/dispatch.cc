@@ -332,7 +332,6 @@ Assignment dispatch(const std::vector<DispatchItem>& items, int instances,
   for (int k = 0; k < instances; ++k) {
     a.instances.push_back(make_plan(items, std::move(members[k]), admission, batch[k]));
   }
-  if (!items.empty()) a.alpha = static_cast<double>(a.long_items) / items.size();
   return a;
 }
 

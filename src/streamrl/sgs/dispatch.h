@@ -85,7 +85,6 @@ struct Assignment {
   int long_instances = 0;
   size_t long_items = 0;
   double predicted_seconds = 0;  // the latency model's value of the chosen split (skew_aware)
-  double alpha = 0;              // long_items / requests (skew_aware)
 };
 
 // Eq. 2 on one instance: PTL(batch) x length x ceil(samples / batch). 0 for no samples.
