@@ -7,8 +7,8 @@
 #include <random>
 
 #include "streamrl/core/errors.h"
+#include "streamrl/core/stats.h"
 #include "streamrl/sgs/replay.h"
-#include "streamrl/tasks/length_stats.h"
 
 namespace streamrl::sgs {
 namespace {
@@ -182,8 +182,13 @@ void LengthWindow::add(double length) {
 
 double LengthWindow::percentile(double q) const {
   if (lengths_.empty()) throw InputError("length window is empty: no observed output lengths yet");
+  return core::percentile_of_sorted(sorted(), q);
+}
+
+std::vector<double> LengthWindow::sorted() const {
   std::vector<double> v(lengths_.begin(), lengths_.end());
-  return tasks::percentile(v, q);
+  std::sort(v.begin(), v.end());
+  return v;
 }
 
 double eq2_latency(const engine::Profile& profile, int samples, double length, int batch,

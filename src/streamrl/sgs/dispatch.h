@@ -67,7 +67,8 @@ class LengthWindow {
   explicit LengthWindow(size_t capacity = 4096) : capacity_(capacity) {}
   void add(double length);
   size_t size() const { return lengths_.size(); }
-  double percentile(double q) const;  // InputError when empty
+  double percentile(double q) const;   // InputError when empty
+  std::vector<double> sorted() const;  // ascending, for several percentiles at once
 
  private:
   size_t capacity_;

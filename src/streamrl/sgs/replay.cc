@@ -4,6 +4,8 @@
 #include <cmath>
 #include <numeric>
 
+#include "streamrl/core/errors.h"
+#include "streamrl/core/stats.h"
 #include "streamrl/sgs/dispatch.h"
 
 namespace streamrl::sgs {
@@ -54,12 +56,16 @@ std::vector<double> calibrate_to_quantiles(const std::vector<double>& estimates,
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return estimates[a] > estimates[b]; });
+  if (m == 0) return {};
+  if (window.size() == 0)
+    throw InputError("length window is empty: no observed output lengths yet");
+  const std::vector<double> sorted = window.sorted();  // once, not per rank
   std::vector<double> out(m);
   for (size_t r = 0; r < m;) {
     size_t end = r + 1;  // equal estimates share the quantile of their middle rank
     while (end < m && estimates[order[end]] == estimates[order[r]]) ++end;
     const double mid = 0.5 * static_cast<double>(r + end);
-    const double q = window.percentile(1.0 - mid / static_cast<double>(m));
+    const double q = core::percentile_of_sorted(sorted, 1.0 - mid / static_cast<double>(m));
     for (size_t i = r; i < end; ++i) out[order[i]] = q;
     r = end;
   }
