@@ -33,43 +33,57 @@ void add_eval(CLI::App& root, CommandList& out) {
                   "0 = greedy; sampling uses top_p/top_k of generation_config.json")
       ->check(CLI::NonNegativeNumber);
   app->add_option("--seed", a->eval.seed, "Problem draw and sampling seed");
+  app->add_option("--samples", a->eval.samples,
+                  "Also sample this many completions per problem: sampled pass@1 and pass@k")
+      ->check(CLI::NonNegativeNumber);
+  app->add_option("--sample-temperature", a->eval.sample_temperature,
+                  "Temperature of the --samples pass")
+      ->check(CLI::PositiveNumber);
   app->add_option("--threads", a->threads, "Threads (default: all cores)");
   app->add_flag("--json", a->json, "Print one JSON object");
-  out.push_back({app, [a] {
-                   core::apply_core_budget(a->threads > 0 ? a->threads : core::available_cores());
-                   std::unique_ptr<tasks::Task> dataset;
-                   if (!a->data.empty()) {
-                     dataset = std::make_unique<tasks::JsonlTask>(a->data, a->verifier);
-                   }
-                   const tasks::Task& task =
-                       dataset ? *dataset
-                               : tasks::get_task(a->task.empty() ? tasks::default_task_name()
-                                                                 : a->task);
-                   model::CausalLM lm = model::load_model(a->ckpt);
-                   auto tok = tokenizer::load_tokenizer(a->ckpt);
-                   const auto prompts = rl::PromptEncoder::for_task(*tok, a->ckpt, task);
-                   // Sampling evals take the rest of the checkpoint's sampling defaults.
-                   const model::GenerationDefaults gen = model::load_generation_config(a->ckpt);
-                   a->eval.top_p = gen.top_p.value_or(a->eval.top_p);
-                   a->eval.top_k = gen.top_k.value_or(a->eval.top_k);
-                   torch::NoGradGuard no_grad;
-                   rl::EvalResult r = rl::evaluate(lm, prompts, task, a->eval);
-                   nlohmann::json j = r.to_json();
-                   j["task"] = task.name();
-                   j["checkpoint"] = a->ckpt;
-                   if (a->json) {
-                     std::cout << j.dump() << std::endl;
-                     return 0;
-                   }
-                   std::printf("%s on %s: accuracy %.3f (n=%d), mean length %.1f, p90 %.0f\n",
-                               a->ckpt.c_str(), task.name().c_str(), r.accuracy, r.n, r.mean_length,
-                               r.p90_length);
-                   for (const auto& [d, s] : r.by_difficulty) {
-                     std::printf("  difficulty %d: accuracy %.3f (n=%d), mean length %.1f\n", d,
-                                 s.accuracy, s.n, s.mean_length);
-                   }
-                   return 0;
-                 }});
+  out.push_back(
+      {app, [a] {
+         core::apply_core_budget(a->threads > 0 ? a->threads : core::available_cores());
+         std::unique_ptr<tasks::Task> dataset;
+         if (!a->data.empty()) {
+           dataset = std::make_unique<tasks::JsonlTask>(a->data, a->verifier);
+         }
+         const tasks::Task& task =
+             dataset ? *dataset
+                     : tasks::get_task(a->task.empty() ? tasks::default_task_name() : a->task);
+         model::CausalLM lm = model::load_model(a->ckpt);
+         auto tok = tokenizer::load_tokenizer(a->ckpt);
+         const auto prompts = rl::PromptEncoder::for_task(*tok, a->ckpt, task);
+         // Sampling evals take the rest of the checkpoint's sampling defaults.
+         const model::GenerationDefaults gen = model::load_generation_config(a->ckpt);
+         a->eval.top_p = gen.top_p.value_or(a->eval.top_p);
+         a->eval.top_k = gen.top_k.value_or(a->eval.top_k);
+         torch::NoGradGuard no_grad;
+         rl::EvalResult r = rl::evaluate(lm, prompts, task, a->eval);
+         nlohmann::json j = r.to_json();
+         j["task"] = task.name();
+         j["checkpoint"] = a->ckpt;
+         if (a->json) {
+           std::cout << j.dump() << std::endl;
+           return 0;
+         }
+         std::printf("%s on %s: accuracy %.3f (n=%d), mean length %.1f, p90 %.0f\n",
+                     a->ckpt.c_str(), task.name().c_str(), r.accuracy, r.n, r.mean_length,
+                     r.p90_length);
+         auto print_sampled = [&](const rl::SampledStats& s) {
+           if (r.samples == 0) return;
+           std::printf("    sampled pass@1 %.3f", s.pass_at_1);
+           for (const auto& [k, v] : s.pass_at_k) std::printf(", pass@%d %.3f", k, v);
+           std::printf("\n");
+         };
+         print_sampled(r.sampled);
+         for (const auto& [d, s] : r.by_difficulty) {
+           std::printf("  difficulty %d: accuracy %.3f (n=%d, %d distinct), mean length %.1f\n", d,
+                       s.accuracy, s.n, s.distinct_prompts, s.mean_length);
+           print_sampled(s.sampled);
+         }
+         return 0;
+       }});
 }
 
 }  // namespace streamrl::cli

@@ -61,11 +61,30 @@ class RlTrain : public testing::Test {
 std::string RlTrain::dir_;
 
 TEST_F(RlTrain, LogsEveryIterationAndReportsAccuracy) {
-  auto r = run_streamrl({"train", "--config", dir_ + "/rl.yaml", "run.name=full", "--json"});
+  auto r = run_streamrl(
+      {"train", "--config", dir_ + "/rl.yaml", "run.name=full", "eval.samples=4", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.output;
   auto j = nlohmann::json::parse(last_line(r.output));
   EXPECT_TRUE(j.contains("accuracy_before"));
   EXPECT_TRUE(j.contains("accuracy_after"));
+  // Sampled pass@1 and pass@k before and after, overall and by difficulty, in the result, the
+  // metrics and the report.
+  for (const char* key : {"eval_before", "eval_after"}) {
+    const auto& e = j[key];
+    EXPECT_EQ(e["samples"].get<int>(), 4) << key;
+    for (const char* k : {"1", "2", "4"}) EXPECT_TRUE(e["pass_at_k"].contains(k)) << key << k;
+    EXPECT_LE(e["pass_at_k"]["1"].get<double>(), e["pass_at_k"]["4"].get<double>());
+    EXPECT_NEAR(e["pass_at_k"]["1"].get<double>(), e["pass_at_1_sampled"].get<double>(), 1e-9);
+    for (const auto& [d, s] : e["by_difficulty"].items()) {
+      EXPECT_TRUE(s.contains("pass_at_k")) << d;
+      EXPECT_GE(s["distinct_prompts"].get<int>(), 1) << d;
+      EXPECT_LE(s["distinct_prompts"].get<int>(), s["n"].get<int>()) << d;
+    }
+  }
+  EXPECT_TRUE(j["warnings"].is_array());
+  std::ifstream report(dir_ + "/runs/full/report.html");
+  const std::string html((std::istreambuf_iterator<char>(report)), {});
+  EXPECT_NE(html.find("Held-out pass@k"), std::string::npos);
   auto m = read_metrics(dir_ + "/runs/full/metrics.jsonl");
   int iterations = 0;
   for (const auto& rec : m) {
@@ -176,6 +195,35 @@ TEST_F(RlTrain, StreamDisaggAndColocateGiveTheSameParameters) {
   EXPECT_GT(max_abs_difference(start, disagg), 1e-4);
   EXPECT_LT(max_abs_difference(disagg, runs / "same_stream/final/model.safetensors"), 1e-6);
   EXPECT_LT(max_abs_difference(disagg, runs / "same_colocate/final/model.safetensors"), 1e-6);
+}
+
+// Dynamic sampling drops groups and refills them as they complete, which the streaming mode does
+// during generation and the others after it: the same groups are dropped, the same refill prompts
+// drawn and the same step taken. The overlong penalty (buffer 23 of 24 tokens) makes the rewards
+// of a group differ by length, so that some groups are trained.
+TEST_F(RlTrain, DynamicSamplingKeepsTheSameUpdateInEveryMode) {
+  std::vector<nlohmann::json> dynamic;
+  for (const char* mode : {"colocate", "disagg", "stream"}) {
+    auto r = run_streamrl({"train", "--config", dir_ + "/rl.yaml", std::string("mode=") + mode,
+                           std::string("run.name=dyn_") + mode, "train.iterations=1",
+                           "train.micro_batch_tokens=64", "train.optim.lr=1", "train.optim.eps=1",
+                           "rollout.dynamic_sampling.enabled=true",
+                           "rollout.dynamic_sampling.max_refills=4", "algo.overlong.buffer=23",
+                           "data.curriculum=pass_rate", "eval.n=0", "--json"});
+    ASSERT_EQ(r.exit_code, 0) << mode << ": " << r.output;
+    for (const auto& rec : read_metrics(dir_ + "/runs/dyn_" + mode + "/metrics.jsonl")) {
+      if (rec.contains("dynamic_sampling")) dynamic.push_back(rec["dynamic_sampling"]);
+    }
+  }
+  ASSERT_EQ(dynamic.size(), 3u);
+  EXPECT_EQ(dynamic[0], dynamic[1]);
+  EXPECT_EQ(dynamic[0], dynamic[2]);
+  EXPECT_LE(dynamic[0]["refills"].get<int>(), 4);
+  const fs::path runs = fs::path(dir_) / "runs";
+  const fs::path disagg = runs / "dyn_disagg/final/model.safetensors";
+  EXPECT_GT(max_abs_difference(runs / "sft/final/model.safetensors", disagg), 1e-4);
+  EXPECT_LT(max_abs_difference(disagg, runs / "dyn_stream/final/model.safetensors"), 1e-6);
+  EXPECT_LT(max_abs_difference(disagg, runs / "dyn_colocate/final/model.safetensors"), 1e-6);
 }
 
 // DESIGN.md §9: trainer data parallelism. Two ranks under `streamrl launch`, each generating and
@@ -321,6 +369,24 @@ TEST_F(RlTrain, StreamWithARemoteServeInstance) {
   r = run_streamrl({"train", "--config", dir_ + "/rl.yaml", "mode=colocate", "run.name=remote_c",
                     "sgs.urls=[" + url + "]"});
   EXPECT_EQ(r.exit_code, 2) << r.output;
+}
+
+// The reward-hacking defect of issue 15: records with an "answer" but no "demonstration" and
+// data.reward demonstration used to reward the empty completion; now the run stops before
+// training with one line naming the field and the record.
+TEST_F(RlTrain, DemonstrationRewardWithoutDemonstrationsIsOneLineError) {
+  const std::string data = dir_ + "/no_demo.jsonl";
+  std::ofstream(data) << "{\"prompt\": \"1+2=\", \"answer\": \"3\"}\n";
+  auto r = run_streamrl({"train", "--config", dir_ + "/rl.yaml", "run.name=no_demo",
+                         "data.jsonl=" + data, "data.reward=demonstration"});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("streamrl: error: data.reward 'demonstration' needs a "
+                          "\"demonstration\" field"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find(data + ":1"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find('\n'), r.output.size() - 1) << "more than one line: " << r.output;
+  EXPECT_FALSE(fs::exists(fs::path(dir_) / "runs/no_demo/metrics.jsonl"));
 }
 
 TEST_F(RlTrain, UnknownModeAndMissingPolicyAreInputErrors) {

@@ -29,7 +29,7 @@ void check_same_shape(const torch::Tensor& t, const torch::Tensor& logp, const c
 
 PpoTokenLoss ppo_clip_loss(const torch::Tensor& logp, const torch::Tensor& old_logp,
                            const torch::Tensor& advantages, const torch::Tensor& mask,
-                           const ClipOptions& clip) {
+                           const ClipOptions& clip, PolicyRatio ratio_kind) {
   TORCH_CHECK(logp.dim() == 2, "ppo_clip_loss: logp must be [B, T], got ", logp.sizes());
   check_same_shape(old_logp, logp, "old_logp");
   check_same_shape(mask, logp, "mask");
@@ -37,8 +37,15 @@ PpoTokenLoss ppo_clip_loss(const torch::Tensor& logp, const torch::Tensor& old_l
               "ppo_clip_loss: dual_clip_c must be 0 (off) or > 1, got ", clip.dual_clip_c);
   const torch::Tensor m = mask.to(torch::kBool);
   const torch::Tensor a = broadcast_advantages(advantages, logp);
-  const torch::Tensor log_ratio =
+  torch::Tensor log_ratio =
       (logp - old_logp.detach()).clamp(-kLogRatioClamp, kLogRatioClamp);  // [B, T]
+  if (ratio_kind == PolicyRatio::kSequence) {
+    const torch::Tensor mf = m.to(logp.dtype());
+    const torch::Tensor seq = ((logp - old_logp.detach()) * mf).sum(1, /*keepdim=*/true) /
+                              mf.sum(1, /*keepdim=*/true).clamp_min(1.0);  // [B, 1]
+    // Value log s_i at every token, gradient that of logp_t.
+    log_ratio = seq.detach().clamp(-kLogRatioClamp, kSequenceLogRatioMax) + logp - logp.detach();
+  }
   const torch::Tensor ratio = torch::exp(log_ratio);
   const torch::Tensor unclipped = -a * ratio;
   const torch::Tensor clipped = -a * ratio.clamp(1.0 - clip.eps_low, 1.0 + clip.eps_high);
@@ -114,7 +121,8 @@ PolicyLossOutput compute_policy_loss(const PolicyLossInputs& in, const RlLossCon
   if (in.entropy.defined()) check_same_shape(in.entropy, in.logp, "entropy");
 
   // 2. Policy term, optionally reweighted by the train/inference ratio.
-  const PpoTokenLoss ppo = ppo_clip_loss(in.logp, in.old_logp, in.advantages, in.mask, config.clip);
+  const PpoTokenLoss ppo =
+      ppo_clip_loss(in.logp, in.old_logp, in.advantages, in.mask, config.clip, config.ratio);
   torch::Tensor policy_token = ppo.loss;  // [b, T]
   std::optional<TisWeights> tis;
   if (config.tis.enabled) {

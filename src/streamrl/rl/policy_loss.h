@@ -3,8 +3,8 @@
 // (§6.2), aggregated with a global denominator (§4). Pure functions over tensors; the trainer
 // supplies log-probs, advantages and masks, and owns the model and the optimizer.
 //
-// Not implemented: decoupled PPO's log-linear proximal approximation, seq-mask-TIS, GSPO and
-// CISPO (§2 "optional variants"); old_logp is always the trainer's recomputed log-probs.
+// Not implemented: decoupled PPO's log-linear proximal approximation, seq-mask-TIS and CISPO
+// (§2 "optional variants"); old_logp is always the trainer's recomputed log-probs.
 #pragma once
 
 #include <torch/torch.h>
@@ -17,6 +17,8 @@ namespace streamrl::rl {
 // The log-ratio logp - old_logp is clamped to +-kLogRatioClamp before exp (verl, OpenRLHF), so
 // an extreme ratio gives a finite loss and gradient.
 inline constexpr double kLogRatioClamp = 20.0;
+// GSPO clamps the log of its sequence ratio from above at 10.
+inline constexpr double kSequenceLogRatioMax = 10.0;
 
 // Per-token PPO loss and what happened at each token.
 struct PpoTokenLoss {
@@ -33,9 +35,12 @@ struct PpoTokenLoss {
 // logp [B, T] (with grad), old_logp [B, T] (detached here), advantages [B] (broadcast over T) or
 // [B, T] (detached here), mask [B, T] bool or 0/1. Throws c10::Error on shape mismatch or
 // dual_clip_c in (0, 1].
+// With PolicyRatio::kSequence, rho_t of every token of row i is GSPO's sequence ratio s_i (the
+// masked mean of the row's log-ratios, clamped to [-20, 10], exponentiated), straight-through:
+// its gradient w.r.t. logp_t is s_i, so a row is clipped as a whole.
 PpoTokenLoss ppo_clip_loss(const torch::Tensor& logp, const torch::Tensor& old_logp,
                            const torch::Tensor& advantages, const torch::Tensor& mask,
-                           const ClipOptions& clip);
+                           const ClipOptions& clip, PolicyRatio ratio = PolicyRatio::kToken);
 
 // Train/inference importance weights w_t = exp(old_logp - beh_logp) (§6.2), the log difference
 // clamped to +-kLogRatioClamp. All detached: the weight multiplies the loss as a constant.

@@ -1,6 +1,7 @@
 // Reading and validating the RL algorithm section (rl_config.h).
 #include "streamrl/rl/rl_config.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <sstream>
@@ -28,6 +29,10 @@ constexpr std::array<std::pair<LossAggMode, std::string_view>, 3> kLossAggNames{
     {LossAggMode::kTokenMean, "token-mean"},
     {LossAggMode::kSeqMeanTokenMean, "seq-mean-token-mean"},
     {LossAggMode::kSeqMeanTokenSumNorm, "seq-mean-token-sum-norm"},
+}};
+constexpr std::array<std::pair<PolicyRatio, std::string_view>, 2> kPolicyRatioNames{{
+    {PolicyRatio::kToken, "token"},
+    {PolicyRatio::kSequence, "sequence"},
 }};
 constexpr std::array<std::pair<TisMode, std::string_view>, 2> kTisModeNames{{
     {TisMode::kTruncate, "truncate"},
@@ -94,6 +99,7 @@ std::string_view name(KlEstimator estimator) { return name_in(kKlEstimatorNames,
 std::string_view name(KlPlacement placement) { return name_in(kKlPlacementNames, placement); }
 std::string_view name(LossAggMode mode) { return name_in(kLossAggNames, mode); }
 std::string_view name(TisMode mode) { return name_in(kTisModeNames, mode); }
+std::string_view name(PolicyRatio ratio) { return name_in(kPolicyRatioNames, ratio); }
 
 std::optional<KlEstimator> parse_kl_estimator(std::string_view text) {
   return parse_in(kKlEstimatorNames, text);
@@ -114,6 +120,22 @@ void AdvantageOptions::read(const core::Config& section) {
   c.get("leave_one_out", leave_one_out);
   c.get("epsilon", epsilon);
   require_range(c, "epsilon", epsilon, epsilon >= 0, ">= 0");
+}
+
+void OverlongOptions::read(const core::Config& section) {
+  core::Config c = section.section("overlong");
+  c.get("buffer", buffer);
+  c.get("penalty", penalty);
+  c.get("filter", filter);
+  require_range(c, "buffer", buffer, buffer >= 0, ">= 0");
+  require_range(c, "penalty", penalty, penalty >= 0, ">= 0");
+}
+
+double overlong_penalty(int length, int max_new_tokens, const OverlongOptions& o) {
+  if (o.buffer <= 0) return 0.0;
+  const int start = max_new_tokens - o.buffer;
+  if (length <= start) return 0.0;
+  return o.penalty * std::min(1.0, static_cast<double>(length - start) / o.buffer);
 }
 
 void RlLossConfig::read(const core::Config& section) {
@@ -141,12 +163,17 @@ void RlLossConfig::read(const core::Config& section) {
 
   section.get("entropy_coef", entropy_coef);
   require_range(section, "entropy_coef", entropy_coef, entropy_coef >= 0, ">= 0");
+  get_enum(section, "ratio", kPolicyRatioNames, ratio);
   get_enum(section, "loss_agg", kLossAggNames, loss_agg);
   section.get("loss_agg_t_const", loss_agg_t_const);
   require_range(section, "loss_agg_t_const", loss_agg_t_const, loss_agg_t_const >= 0, ">= 0");
   if (loss_agg == LossAggMode::kSeqMeanTokenSumNorm && !(loss_agg_t_const > 0)) {
     fail(section, "loss_agg_t_const",
          "must be > 0 with loss_agg seq-mean-token-sum-norm (e.g. max_new_tokens)");
+  }
+
+  if (ratio == PolicyRatio::kSequence && loss_agg != LossAggMode::kSeqMeanTokenMean) {
+    fail(section, "ratio", "'sequence' (GSPO) needs loss_agg seq-mean-token-mean");
   }
 
   core::Config tis_c = section.section("tis");

@@ -56,6 +56,31 @@ enum class TisMode {
   kMask,      // "mask": ICEPOP, weight 0 outside [lo, hi] and 1 inside
 };
 
+// Whose importance ratio the clipped loss uses (spec §2 "optional variants").
+enum class PolicyRatio {
+  kToken,     // "token": rho_t = pi(y_t) / pi_old(y_t) per token (PPO, GRPO, DAPO)
+  kSequence,  // "sequence": GSPO, s_i = exp(mean_t log-ratio of sequence i) (log clamped to
+              // <= 10), straight-through per token: value s_i, gradient s_i * grad log pi(y_t);
+              // clipping then keeps or drops whole sequences. Needs loss_agg
+              // seq-mean-token-mean, and GSPO's clip ranges are far smaller (e.g. 3e-4, 4e-4).
+};
+
+// DAPO's overlong reward shaping (spec §2 "truncated samples"). Keys `overlong.*`. With
+// L_max = rollout.max_new_tokens, a response of L tokens with L > L_max - buffer loses
+// penalty * (L - (L_max - buffer)) / buffer from its reward (soft overlong punishment), so a
+// truncated one loses `penalty`; with `filter`, truncated responses (no stop token) are left out
+// of the update altogether (overlong filtering), after their group's advantages are computed.
+struct OverlongOptions {
+  int buffer = 0;  // overlong.buffer (0 = no soft penalty): tokens before L_max where it starts
+  double penalty = 1.0;  // overlong.penalty (1.0): the penalty at L_max; >= 0
+  bool filter = false;   // overlong.filter (false)
+
+  void read(const core::Config& section);  // the algorithm section
+};
+
+// The soft overlong penalty (>= 0) of a response of `length` tokens under cap `max_new_tokens`.
+double overlong_penalty(int length, int max_new_tokens, const OverlongOptions& options);
+
 // PPO clip (spec §2). Keys `clip.*`.
 struct ClipOptions {
   double eps_low = 0.2;      // clip.eps_low (0.2): ratio floor 1 - eps_low; in [0, 1)
@@ -86,6 +111,8 @@ struct RlLossConfig {
   // entropy_coef (0): the loss subtracts coef * agg(H_t) (spec §5); >= 0. Entropy is logged
   // whenever the caller provides it.
   double entropy_coef = 0.0;
+  // ratio ("token"): "sequence" is GSPO's sequence-level ratio (PolicyRatio).
+  PolicyRatio ratio = PolicyRatio::kToken;
   // loss_agg ("token-mean"): aggregation mode, applied to policy loss, KL and entropy alike.
   LossAggMode loss_agg = LossAggMode::kTokenMean;
   // loss_agg_t_const (0): T_const of seq-mean-token-sum-norm, e.g. max_new_tokens; must be > 0
@@ -93,8 +120,8 @@ struct RlLossConfig {
   double loss_agg_t_const = 0.0;
   TisOptions tis;
 
-  // Reads clip.*, kl.*, entropy_coef, loss_agg, loss_agg_t_const and tis.* from the algorithm
-  // section; throws InputError naming the key for bad values (one line).
+  // Reads clip.*, kl.*, entropy_coef, ratio, loss_agg, loss_agg_t_const and tis.* from the
+  // algorithm section; throws InputError naming the key for bad values (one line).
   void read(const core::Config& section);
 };
 
@@ -104,6 +131,7 @@ std::string_view name(KlEstimator estimator);
 std::string_view name(KlPlacement placement);
 std::string_view name(LossAggMode mode);
 std::string_view name(TisMode mode);
+std::string_view name(PolicyRatio ratio);
 std::optional<KlEstimator> parse_kl_estimator(std::string_view text);
 std::optional<KlPlacement> parse_kl_placement(std::string_view text);
 std::optional<LossAggMode> parse_loss_agg_mode(std::string_view text);

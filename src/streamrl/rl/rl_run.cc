@@ -1,11 +1,14 @@
 #include "streamrl/rl/rl_run.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
+#include <tuple>
 #include <utility>
 
 #include "streamrl/core/errors.h"
@@ -18,6 +21,8 @@
 #include "streamrl/model/checkpoint.h"
 #include "streamrl/model/safetensors.h"
 #include "streamrl/rl/advantages.h"
+#include "streamrl/rl/collapse_watch.h"
+#include "streamrl/rl/prompt_curriculum.h"
 #include "streamrl/rl/rollout_generator.h"
 #include "streamrl/rl/sequences.h"
 #include "streamrl/rl/train_checkpoint.h"
@@ -51,6 +56,10 @@ RlRunConfig RlRunConfig::from_config(const core::Config& root) {
   rollout.get("temperature", c.temperature);
   rollout.get("top_p", c.top_p);
   rollout.get("max_batch_size", c.max_batch_size);
+  core::Config dynamic = rollout.section("dynamic_sampling");
+  dynamic.get("enabled", c.dynamic_sampling.enabled);
+  c.dynamic_sampling.max_refills = c.prompts_per_iteration;
+  dynamic.get("max_refills", c.dynamic_sampling.max_refills);
   core::Config train = root.section("train");
   train.get("iterations", c.iterations);
   train.get("micro_batch_tokens", c.update.micro_batch_tokens);
@@ -62,6 +71,7 @@ RlRunConfig RlRunConfig::from_config(const core::Config& root) {
   core::Config algo = root.section("algo");
   c.adv.read(algo);
   c.loss.read(algo);
+  c.overlong.read(algo);
   root.section("resources").get("trainer_threads", c.trainer_threads);
   sgs::SgsConfig sgs_defaults;
   sgs_defaults.instances = 1;
@@ -98,6 +108,14 @@ RlRunConfig RlRunConfig::from_config(const core::Config& root) {
   if (c.max_new_tokens < 1 || !(c.temperature > 0)) {
     throw InputError("rollout.max_new_tokens >= 1 and rollout.temperature > 0 required");
   }
+  if (c.dynamic_sampling.max_refills < 0) {
+    throw InputError("rollout.dynamic_sampling.max_refills must be >= 0");
+  }
+  if (c.overlong.buffer >= c.max_new_tokens) {
+    throw InputError("algo.overlong.buffer (" + std::to_string(c.overlong.buffer) +
+                     ") must be below rollout.max_new_tokens (" + std::to_string(c.max_new_tokens) +
+                     ")");
+  }
   return c;
 }
 
@@ -123,6 +141,13 @@ struct IterationBatch {
   std::vector<int> arrived;                       // samples back per prompt (refused included)
   std::vector<ScoredSample> ready;                // complete groups not yet given to a step
   int64_t refused = 0;                            // samples staler than the bound, not trained on
+  // Scored but not trained: groups dropped by dynamic sampling, truncated samples filtered out
+  // (algo.overlong.filter). They count in the iteration's statistics, not in the update.
+  std::vector<ScoredSample> dropped;
+  int refills = 0, dropped_groups = 0, filtered = 0;
+  std::map<int, double> weights;  // curriculum acceptance weights when the batch was drawn
+  // (prompt index, sample index, difficulty, score) of every scored sample, for the curriculum.
+  std::vector<std::tuple<int, int, int, double>> outcomes;
 };
 
 // Everything an iteration measured, for its metrics line.
@@ -154,7 +179,19 @@ class RlLoop {
         track_(trainer_track(rank_)),
         dedicated_(c.mode != "colocate"),
         streaming_(c.mode == "stream" || c.mode == "async"),
-        async_(c.mode == "async") {}
+        async_(c.mode == "async"),
+        // Request ids are k * stride_ + prompt index; refill prompts follow the P regular ones.
+        stride_(c.prompts_per_iteration +
+                (c.dynamic_sampling.enabled ? world_ * c.dynamic_sampling.max_refills : 0)),
+        curriculum_(c.data.curriculum) {}
+
+  // The online curriculum's recent outcomes, for checkpoints (null when it is off).
+  nlohmann::json curriculum_state() const {
+    return c_.data.curriculum.enabled ? curriculum_.state() : nlohmann::json();
+  }
+  void restore_curriculum(const nlohmann::json& state) {
+    if (c_.data.curriculum.enabled && state.is_object()) curriculum_.restore(state);
+  }
 
   void start(std::unique_ptr<RolloutGenerator> generator, int64_t first_iteration) {
     gen_ = std::move(generator);  // a dedicated pool starts from a copy of the trainer's weights
@@ -178,28 +215,40 @@ class RlLoop {
     // Each complete group goes to the step (and the iteration's statistics) once; groups of k
     // that completed while k-1 was collected (async) go first.
     auto train_ready = [&](bool eager) {
+      for (const auto& s : b.dropped) record(s, st);
+      b.dropped.clear();
       if (b.ready.empty()) return;
       for (const auto& s : b.ready) record(s, st);
       step.add(std::exchange(b.ready, {}), eager);
     };
     train_ready(streaming_);
     std::vector<engine::Sample> raw;  // disagg/colocate: per-sample work after the full batch
-    const size_t expected = static_cast<size_t>(own_prompts()) * c_.group_size;
+    // Dynamic sampling adds refill prompts as groups complete; with the whole batch collected
+    // before per-sample work (colocate, disagg) they are known only after it, hence two loops.
+    auto expected = [&] { return static_cast<size_t>(own_prompts() + b.refills) * c_.group_size; };
     size_t received = 0;
     for (const auto& g : b.arrived) received += g;
-    while (received < expected) {
-      engine::Sample s = next_sample(st);
-      const int64_t j = s.request_id / c_.prompts_per_iteration;
-      if (j == k) ++received;
-      if (!streaming_ && j == k) {
-        raw.push_back(std::move(s));
-        continue;
+    while (received < expected()) {
+      if (!dedicated_) {
+        const auto t0 = Clock::now();
+        gen_->drive_until_idle();
+        gen_seconds_ += since(t0);
       }
-      accept(std::move(s), st);
-      train_ready(/*eager=*/true);
+      while (received < expected()) {
+        engine::Sample s = next_sample(st);
+        const int64_t j = s.request_id / stride_;
+        if (j == k) ++received;
+        if (!streaming_ && j == k) {
+          raw.push_back(std::move(s));
+          continue;
+        }
+        accept(std::move(s), st);
+        train_ready(/*eager=*/true);
+      }
+      for (auto& s : raw) accept(std::move(s), st);
+      raw.clear();
+      train_ready(streaming_);
     }
-    for (auto& s : raw) accept(std::move(s), st);
-    train_ready(streaming_);
 
     UpdateResult up;
     try {
@@ -212,6 +261,13 @@ class RlLoop {
           "; stopped, last good checkpoint: " + (last ? last->dir.string() : std::string("none")));
     }
     refused_ = b.refused;
+    dynamic_ = {{"dropped_groups", b.dropped_groups}, {"refills", b.refills}};
+    filtered_ = b.filtered;
+    if (c_.data.curriculum.enabled) {
+      // In prompt and sample order, so the window holds the same outcomes in every mode.
+      std::sort(b.outcomes.begin(), b.outcomes.end());
+      for (const auto& [i, n, d, score] : b.outcomes) curriculum_.observe(d, score);
+    }
     batches_.erase(k);
 
     // New weights, then the next prompts: the engine installs them before admitting those.
@@ -232,6 +288,9 @@ class RlLoop {
   double generator_seconds() const { return gen_seconds_; }
   const std::optional<nlohmann::json>& ranker_metrics() const { return ranker_metrics_; }
   int64_t refused() const { return refused_; }
+  const nlohmann::json& dynamic_sampling() const { return dynamic_; }
+  int filtered() const { return filtered_; }
+  std::map<int, double> pass_rates() const { return curriculum_.pass_rates(); }
 
  private:
   // Data parallelism: rank r generates and trains prompts r, r + world, r + 2 world, ...
@@ -243,40 +302,50 @@ class RlLoop {
   void submit(int64_t k) {
     IterationBatch& b = batches_[k];
     const int P = c_.prompts_per_iteration;
-    b.groups.assign(P, {});
-    b.arrived.assign(P, 0);
-    for (int i = 0; i < P; ++i) b.problems.push_back(draw_training_problem(k * P + i));
-    const int max_seq_len = static_cast<int>(policy_->config().max_position_embeddings);
+    b.groups.assign(stride_, {});
+    b.arrived.assign(stride_, 0);
+    b.problems.assign(stride_, {});
+    if (c_.data.curriculum.enabled) b.weights = curriculum_.weights();
+    for (int i = 0; i < P; ++i) b.problems[i] = problem(k, i);
     std::vector<engine::Request> requests;
-    for (int i = rank_; i < P; i += world_) {
-      engine::Request r;
-      r.request_id = k * P + i;
-      r.prompt_ids = prompts_.prompt_ids(b.problems[i]);
-      r.n = c_.group_size;
-      r.params.temperature = c_.temperature;
-      r.params.top_p = c_.top_p;
-      r.params.max_new_tokens =
-          std::min<int>(c_.max_new_tokens, max_seq_len - static_cast<int>(r.prompt_ids.size()));
-      r.params.seed = c_.run.seed * 1000003ull + static_cast<uint64_t>(k);
-      r.params.stop_token_ids = prompts_.stop_ids();
-      requests.push_back(std::move(r));
-    }
+    for (int i = rank_; i < P; i += world_) requests.push_back(request(k, i));
     gen_->submit(std::move(requests));
   }
 
-  // The i-th training problem of the run; with data.max_difficulty, the first of a fixed run of
-  // candidates that is easy enough (deterministic, so resumed runs draw the same prompts).
-  tasks::Problem draw_training_problem(int64_t i) const {
-    const int max_d = c_.data.max_difficulty;
-    if (max_d < 0) return tasks::draw_problem(task_, c_.run.seed, tasks::Split::kTrain, i);
-    constexpr int kCandidates = 256;
-    for (int a = 0; a < kCandidates; ++a) {
-      tasks::Problem p =
-          tasks::draw_problem(task_, c_.run.seed, tasks::Split::kTrain, i * kCandidates + a);
-      if (p.difficulty <= max_d) return p;
-    }
-    throw InputError("data.max_difficulty " + std::to_string(max_d) + ": no problem that easy in " +
-                     std::to_string(kCandidates) + " draws of task " + task_.name());
+  // Dynamic sampling: one more prompt for iteration k, in place of a dropped group.
+  void submit_refill(int64_t k) {
+    IterationBatch& b = batches_.at(k);
+    const int i = c_.prompts_per_iteration + b.refills * world_ + rank_;
+    b.refills += 1;
+    b.problems[i] = problem(k, i);
+    gen_->submit({request(k, i)});
+  }
+
+  // Prompt i of iteration k: the run's training problem k * P + i, or for a refill one from a
+  // stream of its own (deterministic, so resumed runs draw the same prompts).
+  tasks::Problem problem(int64_t k, int i) const {
+    constexpr uint64_t kRefillStream = uint64_t{1} << 40;
+    const int P = c_.prompts_per_iteration;
+    const uint64_t index = i < P ? static_cast<uint64_t>(k * P + i)
+                                 : kRefillStream + static_cast<uint64_t>(k * stride_ + i);
+    const IterationBatch& b = batches_.at(k);
+    return draw_training_problem(task_, c_.run.seed, index, c_.data.max_difficulty,
+                                 c_.data.curriculum.enabled ? &b.weights : nullptr);
+  }
+
+  engine::Request request(int64_t k, int i) const {
+    const int max_seq_len = static_cast<int>(policy_->config().max_position_embeddings);
+    engine::Request r;
+    r.request_id = k * stride_ + i;
+    r.prompt_ids = prompts_.prompt_ids(batches_.at(k).problems[i]);
+    r.n = c_.group_size;
+    r.params.temperature = c_.temperature;
+    r.params.top_p = c_.top_p;
+    r.params.max_new_tokens =
+        std::min<int>(c_.max_new_tokens, max_seq_len - static_cast<int>(r.prompt_ids.size()));
+    r.params.seed = c_.run.seed * 1000003ull + static_cast<uint64_t>(k);
+    r.params.stop_token_ids = prompts_.stop_ids();
+    return r;
   }
 
   engine::Sample next_sample(IterationStats* st) {
@@ -300,8 +369,8 @@ class RlLoop {
   // group is complete when all its samples are back; its advantages are then known.
   // Its time counts towards the trainer's busy time of the iteration in which it runs.
   void accept(engine::Sample s, IterationStats* st) {
-    const int64_t j = s.request_id / c_.prompts_per_iteration;
-    const int i = static_cast<int>(s.request_id % c_.prompts_per_iteration);
+    const int64_t j = s.request_id / stride_;
+    const int i = static_cast<int>(s.request_id % stride_);
     IterationBatch& b = batches_.at(j);
     b.arrived[i] += 1;
     gen_->observe(s);  // ranker and length distribution for the next dispatch
@@ -318,7 +387,10 @@ class RlLoop {
           c_.data.reward == "demonstration"
               ? static_cast<double>(tasks::trim(text) == tasks::trim(b.problems[i].demonstration))
               : ss.score;
+      ss.reward -=
+          overlong_penalty(static_cast<int>(s.output_ids.size()), c_.max_new_tokens, c_.overlong);
       ss.difficulty = b.problems[i].difficulty;
+      b.outcomes.emplace_back(i, s.sample_index, ss.difficulty, ss.score);
       if (ref_) {
         const auto r0 = Clock::now();
         ss.ref_logprobs = reference_logprobs(*ref_, s);
@@ -345,9 +417,26 @@ class RlLoop {
     });
     std::vector<double> rewards;
     for (const auto& x : g) rewards.push_back(x.reward);
+    const bool all_equal =
+        std::adjacent_find(rewards.begin(), rewards.end(), std::not_equal_to<>()) == rewards.end();
+    if (c_.dynamic_sampling.enabled && all_equal) {
+      b.dropped_groups += 1;
+      for (auto& x : g) b.dropped.push_back(std::move(x));
+      g.clear();
+      if (b.refills < c_.dynamic_sampling.max_refills) submit_refill(j);
+      return;
+    }
     const std::vector<double> adv = group_advantages(rewards, c_.adv);
     for (size_t n = 0; n < g.size(); ++n) g[n].advantage = adv[n];
-    for (auto& x : g) b.ready.push_back(std::move(x));
+    for (auto& x : g) {
+      if (c_.overlong.filter && x.sample.finish_reason == engine::FinishReason::kLength) {
+        x.advantage = 0;  // not trained: recorded as a zero-advantage sample
+        b.filtered += 1;
+        b.dropped.push_back(std::move(x));
+      } else {
+        b.ready.push_back(std::move(x));
+      }
+    }
     g.clear();
   }
 
@@ -371,10 +460,14 @@ class RlLoop {
   const int rank_, world_;
   const int track_;  // this rank's trainer track in the trace
   const bool dedicated_, streaming_, async_;
+  const int64_t stride_;
+  PassRateCurriculum curriculum_;
   std::unique_ptr<RolloutGenerator> gen_;
   std::map<int64_t, IterationBatch> batches_;
   double gen_seconds_ = 0;
   int64_t refused_ = 0;
+  nlohmann::json dynamic_;
+  int filtered_ = 0;
   std::optional<nlohmann::json> ranker_metrics_;
 };
 
@@ -413,10 +506,13 @@ nlohmann::json run_rl(const RlRunConfig& c, const std::string& resolved_config_y
   auto optimizer = make_adamw(*policy, c.optim);
 
   int64_t start_iter = 0;
+  nlohmann::json curriculum_state;  // the online curriculum's outcomes at the checkpoint
   if (c.run.resume) {
     if (auto ck = latest_checkpoint(run_dir)) {
       model::load_weights(policy, model::read_safetensors_dir(ck->dir), ck->dir.string());
-      start_iter = load_training_state(ck->dir, *optimizer).at("step").get<int64_t>();
+      const nlohmann::json state = load_training_state(ck->dir, *optimizer);
+      start_iter = state.at("step").get<int64_t>();
+      curriculum_state = state.value("curriculum", nlohmann::json());
       SLOG(kInfo) << "resuming " << run_dir.string() << " from iteration " << start_iter;
     }
   } else if (latest_checkpoint(run_dir)) {
@@ -451,15 +547,21 @@ nlohmann::json run_rl(const RlRunConfig& c, const std::string& resolved_config_y
     }
   }
 
-  auto evaluate_now = [&]() {
+  // The sampled pass (eval.samples) runs before and after training only: it costs `samples`
+  // times the greedy pass.
+  auto evaluate_now = [&](bool sampled) {
     torch::NoGradGuard no_grad;
     telemetry::ScopedSpan span(trace, trainer_track(rank), "held-out eval");
-    return evaluate(policy, prompts, task, c.eval);
+    EvalConfig ec = c.eval;
+    if (!sampled) ec.samples = 0;
+    return evaluate(policy, prompts, task, ec);
   };
   nlohmann::json before;
+  CollapseWatch collapse;  // over this process's iterations (a resumed run starts afresh)
   if (start_iter == 0 && c.eval.n > 0 && lead) {
-    EvalResult e = evaluate_now();
+    EvalResult e = evaluate_now(true);
     before = e.to_json();
+    collapse.observe_eval(e.accuracy);
     metrics->write({{"step", 0}, {"eval", before}});
     SLOG(kInfo) << "held-out accuracy before RL: " << e.accuracy;
   }
@@ -472,6 +574,7 @@ nlohmann::json run_rl(const RlRunConfig& c, const std::string& resolved_config_y
   ec.trace = trace;
   ec.trace_track = generator_track(rank);
   RlLoop loop(c, task, prompts, policy, ref, *optimizer, trace, group.get());
+  loop.restore_curriculum(curriculum_state);
   // With sgs.urls, `streamrl serve` processes generate and weights travel over HTTP.
   loop.start(!c.sgs_urls.empty() ? RolloutGenerator::remote(c.sgs_urls, policy, start_iter)
              : dedicated         ? RolloutGenerator::dedicated(policy, ec, c.sgs, start_iter)
@@ -548,10 +651,24 @@ nlohmann::json run_rl(const RlRunConfig& c, const std::string& resolved_config_y
           {"trainer", std::max(0.0, 1.0 - trainer_busy / iter_s)}}},
     };
     if (loop.ranker_metrics()) rec["ranker"] = *loop.ranker_metrics();
+    if (c.dynamic_sampling.enabled) rec["dynamic_sampling"] = loop.dynamic_sampling();
+    if (c.overlong.filter) rec["overlong_filtered"] = loop.filtered();
+    if (c.data.curriculum.enabled) {
+      nlohmann::json rates = nlohmann::json::object();
+      for (const auto& [d, p] : loop.pass_rates()) rates[std::to_string(d)] = p;
+      rec["curriculum_pass_rate"] = rates;
+    }
     if (group) rec["trainer_ranks"] = group->world_size();
     if (!lead) continue;
+    collapse.observe_iteration(reward_mean, mean_len);
     if (c.eval_every > 0 && done % c.eval_every == 0 && done < c.iterations && c.eval.n > 0) {
-      rec["eval"] = evaluate_now().to_json();
+      const EvalResult e = evaluate_now(false);
+      collapse.observe_eval(e.accuracy);
+      rec["eval"] = e.to_json();
+    }
+    if (auto warning = collapse.check()) {
+      SLOG(kWarn) << *warning;
+      rec["collapse_warning"] = *warning;
     }
     metrics->write(rec);
     if (sample_log) {
@@ -563,8 +680,10 @@ nlohmann::json run_rl(const RlRunConfig& c, const std::string& resolved_config_y
                   mean_len, m.kl_mean(), iter_s);
     progress.update(done, status);
     if (c.checkpoint.every > 0 && done % c.checkpoint.every == 0 && done < c.iterations) {
-      save_training_checkpoint(run_dir, done, policy, tok->to_json(), *optimizer,
-                               {{"step", done}, {"kind", "rl"}}, c.checkpoint.keep);
+      nlohmann::json state = {{"step", done}, {"kind", "rl"}};
+      if (c.data.curriculum.enabled) state["curriculum"] = loop.curriculum_state();
+      save_training_checkpoint(run_dir, done, policy, tok->to_json(), *optimizer, state,
+                               c.checkpoint.keep);
       if (trace) trace->write(trace_file);
     }
   }
@@ -595,15 +714,23 @@ nlohmann::json run_rl(const RlRunConfig& c, const std::string& resolved_config_y
                            {"iterations", c.iterations},
                            {"resumed_from_iteration", start_iter}};
   if (c.eval.n > 0) {
-    EvalResult after = evaluate_now();
-    metrics->write({{"step", c.iterations}, {"final_eval", after.to_json()}});
+    EvalResult after = evaluate_now(true);
+    collapse.observe_eval(after.accuracy);
+    nlohmann::json rec = {{"step", c.iterations}, {"final_eval", after.to_json()}};
+    if (auto warning = collapse.check()) {
+      SLOG(kWarn) << *warning;
+      rec["collapse_warning"] = *warning;
+    }
+    metrics->write(rec);
     result["eval_after"] = after.to_json();
     result["accuracy_after"] = after.accuracy;
     if (!before.is_null()) {
       result["eval_before"] = before;
       result["accuracy_before"] = before["accuracy"];
+      for (const auto& line : describe_change(before, after.to_json())) SLOG(kInfo) << line;
     }
   }
+  result["warnings"] = collapse.warnings();
   if (trace) {
     trace->write(trace_file);
     result["trace"] = trace_file.string();

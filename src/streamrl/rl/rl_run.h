@@ -23,6 +23,16 @@
 
 namespace streamrl::rl {
 
+// DAPO's dynamic sampling (papers/rl_algorithms.md §1.3). Keys `rollout.dynamic_sampling.*`. A
+// group whose rewards are all equal has zero advantages: it is dropped (neither trained nor in
+// the loss denominator) and a group on a new prompt is generated in its place, at most
+// `max_refills` times per iteration (per trainer rank); refills that are dropped too are
+// refilled within the same cap. When the cap is reached the iteration trains on fewer groups.
+struct DynamicSamplingOptions {
+  bool enabled = false;  // rollout.dynamic_sampling.enabled (false)
+  int max_refills = -1;  // rollout.dynamic_sampling.max_refills (default prompts_per_iteration)
+};
+
 struct RlRunConfig {
   RunOptions run{.name = "rl"};
   std::string mode = "colocate";  // colocate | disagg | stream | async
@@ -35,12 +45,14 @@ struct RlRunConfig {
   float temperature = 1.0f;
   float top_p = 1.0f;
   int max_batch_size = 64;  // engine slots
+  DynamicSamplingOptions dynamic_sampling;
   // training
   int iterations = 50;
   UpdateConfig update;
   OptimConfig optim;
   RlLossConfig loss;
   AdvantageOptions adv;
+  OverlongOptions overlong;
   // Resources of the dedicated modes (colocate uses run.threads for both stages): the trainer's
   // cores, and the SGS instances (`sgs:` section; generator cores = instances x
   // threads_per_instance). RL defaults to one instance with least-loaded dispatch (on this

@@ -8,6 +8,7 @@
 
 #include "streamrl/core/config.h"
 #include "streamrl/rl/evaluate.h"
+#include "streamrl/rl/prompt_curriculum.h"
 #include "streamrl/tasks/task.h"
 
 namespace streamrl::rl {
@@ -33,14 +34,18 @@ struct DataOptions {
   int max_difficulty = -1;        // >= 0: draw only problems up to this difficulty (curriculum)
   std::string reward = "answer";  // answer: the task's verifier; demonstration: 1 only when the
                                   // completion reproduces the reference scratchpad exactly
+  CurriculumOptions curriculum;   // curriculum, curriculum_window, _floor, _power
 
   void read(const core::Config& section);
   // Loads the JSONL file now (so bad lines stop the run before training) into `*owned`, or looks
-  // up the built-in task. The returned task lives as long as `*owned` (or forever).
+  // up the built-in task. The returned task lives as long as `*owned` (or forever). With reward
+  // "demonstration", a record without one is an InputError naming the field and "PATH:LINE".
   const tasks::Task& load(std::unique_ptr<tasks::Task>* owned) const;
 };
 
-// `eval:` section: the held-out evaluation and how often it runs (0 = only at the end).
+// `eval:` section: the held-out evaluation and how often it runs (0 = only at the end); keys
+// every, n, max_new_tokens, batch_size, samples (0: greedy only; k: also sampled pass@1 and
+// pass@k from k samples per problem) and sample_temperature (1.0).
 void read_eval(const core::Config& section, int* every, EvalConfig* eval);
 
 // `checkpoint:` section.

@@ -170,6 +170,38 @@ double num(const json& j, const char* a, const char* b = nullptr) {
   return v->is_number() ? v->get<double>() : NAN;
 }
 
+// Greedy accuracy, sampled pass@1 and pass@k by difficulty, before and at the last evaluation,
+// each with the number of distinct held-out prompts behind it.
+std::string pass_at_k_table(const json& before, const json& after) {
+  if (!after.contains("pass_at_k")) return "";
+  std::ostringstream o;
+  o << "<h2>Held-out pass@k (before &rarr; last evaluation)</h2><table><tr><th>difficulty</th>"
+    << "<th>prompts</th><th>greedy</th><th>pass@1 sampled</th>";
+  for (const auto& [k, v] : after["pass_at_k"].items()) o << "<th>pass@" << k << "</th>";
+  o << "</tr>";
+  auto row = [&](const std::string& label, const json& b, const json& a) {
+    o << "<tr><td>" << label << "</td><td>" << a.value("distinct_prompts", 0) << "</td>";
+    auto cell = [&](double x, double y) {
+      o << "<td>" << fmt(x) << " &rarr; " << fmt(y) << "</td>";
+    };
+    cell(num(b, "accuracy"), num(a, "accuracy"));
+    cell(num(b, "pass_at_1_sampled"), num(a, "pass_at_1_sampled"));
+    for (const auto& [k, v] : a["pass_at_k"].items()) {
+      cell(b.contains("pass_at_k") ? num(b["pass_at_k"], k.c_str()) : NAN, v.get<double>());
+    }
+    o << "</tr>";
+  };
+  row("all", before, after);
+  const json by_difficulty = after.value("by_difficulty", json::object());
+  for (const auto& [d, a] : by_difficulty.items()) {
+    const json b = before.contains("by_difficulty")
+                       ? before["by_difficulty"].value(d, json::object())
+                       : json::object();
+    if (a.contains("pass_at_k")) row(d, b, a);
+  }
+  return o.str() + "</table>";
+}
+
 }  // namespace
 
 std::string render_report(const fs::path& run_dir) {
@@ -184,8 +216,12 @@ std::string render_report(const fs::path& run_dir) {
   std::string mode = "?";
   json first_eval, last_eval;
   std::vector<json> iterations;
+  std::vector<std::string> warnings;
   for (const auto& r : records) {
     const double step = num(r, "step");
+    if (r.contains("collapse_warning")) {
+      warnings.push_back(r["collapse_warning"].get<std::string>());
+    }
     for (const char* key : {"eval", "final_eval"}) {
       if (r.contains(key)) {
         eval.points.push_back({step, num(r[key], "accuracy")});
@@ -218,9 +254,13 @@ std::string render_report(const fs::path& run_dir) {
       << fmt(num(last_eval, "accuracy")) << "</b> at the last evaluation";
   }
   o << ".</p>";
+  for (const auto& w : warnings) {
+    o << "<p style='color:#c00'><b>warning:</b> " << escape(w) << "</p>";
+  }
   o << line_chart("reward and accuracy", {reward, acc, eval}, "iteration");
   o << line_chart("response length (tokens)", {len_mean, len_p90, len_max}, "iteration");
   o << line_chart("throughput", {sps}, "iteration");
+  if (!first_eval.is_null()) o << pass_at_k_table(first_eval, last_eval);
 
   // Stage times of the last iterations.
   o << "<h2>Stage seconds, last iterations</h2><table><tr><th>iteration</th><th>generate</th>"
