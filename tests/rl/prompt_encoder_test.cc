@@ -67,6 +67,22 @@ class PromptEncoderTest : public testing::Test {
   fs::path dir_;
 };
 
+// Llama-3.1's template (each content trimmed, BOS from the template) and a Qwen2.5-style ChatML
+// template with its default system message.
+const char* kLlama3Template =
+    "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = "
+    "'<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | "
+    "trim + '<|eot_id|>' %}{% if loop.index0 == 0 %}{% set content = bos_token + content %}{% "
+    "endif %}{{ content }}{% endfor %}{% if add_generation_prompt %}{{ "
+    "'<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}";
+const char* kQwen25Template =
+    "{%- if messages[0]['role'] == 'system' %}{{- '<|im_start|>system\n' + messages[0]['content'] "
+    "+ '<|im_end|>\n' }}{%- else %}{{- '<|im_start|>system\nYou are Qwen, created by Alibaba "
+    "Cloud. You are a helpful assistant.<|im_end|>\n' }}{%- endif %}{%- for message in messages "
+    "%}{%- if message.role != 'system' %}{{- '<|im_start|>' + message.role + '\n' + "
+    "message.content + '<|im_end|>\n' }}{%- endif %}{%- endfor %}{%- if add_generation_prompt "
+    "%}{{- '<|im_start|>assistant\n' }}{%- endif %}";
+
 const char* kChatRecords =
     "{\"prompt\": \"1+1=\", \"answer\": 2}\n"
     "{\"messages\": [{\"role\": \"user\", \"content\": \"2+2?\"}, "
@@ -84,7 +100,7 @@ TEST_F(PromptEncoderTest, PlainPromptGetsOneBos) {
 TEST_F(PromptEncoderTest, Llama3ChatRecordIsRenderedWithOneBosAndEndsWithEotId) {
   auto tok = write_tokenizer({{"bos_token", "<|begin_of_text|>"},
                               {"eos_token", "<|eot_id|>"},
-                              {"chat_template", "{{ '<|start_header_id|>' }}"}});
+                              {"chat_template", kLlama3Template}});
   std::ofstream(ckpt() / "generation_config.json")
       << R"({"eos_token_id": [262, 257], "temperature": 0.6})";
   const tasks::JsonlTask task(write_data(kChatRecords), "numeric");
@@ -110,15 +126,15 @@ TEST_F(PromptEncoderTest, Llama3ChatRecordIsRenderedWithOneBosAndEndsWithEotId) 
 }
 
 TEST_F(PromptEncoderTest, Qwen25ChatRecordGetsDefaultSystemAndNoBos) {
-  auto tok = write_tokenizer({{"bos_token", nullptr},
-                              {"eos_token", "<|im_end|>"},
-                              {"chat_template", "{{ '<|im_start|>system\nYou are Qwen, ...' }}"}});
+  auto tok = write_tokenizer(
+      {{"bos_token", nullptr}, {"eos_token", "<|im_end|>"}, {"chat_template", kQwen25Template}});
   std::ofstream(ckpt() / "generation_config.json") << R"({"eos_token_id": [261, 262]})";
   const tasks::JsonlTask task(write_data(kChatRecords), "numeric");
   const PromptEncoder enc = PromptEncoder::for_task(*tok, ckpt(), task);
   EXPECT_EQ(enc.prompt_ids(task.problem(1)),
-            tok->encode(std::string("<|im_start|>system\n") + tokenizer::kQwen25DefaultSystem +
-                        "<|im_end|>\n<|im_start|>user\n2+2?<|im_end|>\n<|im_start|>assistant\n"));
+            tok->encode("<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a "
+                        "helpful assistant.<|im_end|>\n<|im_start|>user\n2+2?<|im_end|>\n"
+                        "<|im_start|>assistant\n"));
   EXPECT_EQ(enc.prompt_ids(task.problem(1)).front(), kImStart);
   EXPECT_EQ(enc.target_ids(task.problem(1)), (std::vector<int32_t>{'4', kImEnd}));
   EXPECT_EQ(enc.stop_ids(), (std::vector<int32_t>{kImEnd, kEndOfText}));
@@ -151,10 +167,10 @@ TEST_F(PromptEncoderTest, ChatRecordWithoutTemplateIsOneLineErrorNamingTheRecord
   auto tok = write_tokenizer(nullptr);
   EXPECT_EQ(error_of([&] { PromptEncoder::for_task(*tok, ckpt(), task); }),
             where + "no chat template in " + (ckpt() / "tokenizer_config.json").string());
-  tok = write_tokenizer({{"chat_template", "{{ '[INST]' }}"}});
+  tok = write_tokenizer({{"chat_template", "{% if %}[INST]{% endif %}"}});
   EXPECT_EQ(error_of([&] { PromptEncoder::for_task(*tok, ckpt(), task); }),
-            where + "unsupported chat template in " + (ckpt() / "tokenizer_config.json").string() +
-                " (supported: ChatML, Llama-3)");
+            where + (ckpt() / "tokenizer_config.json").string() +
+                ": chat template line 1: unexpected end of expression");
   EXPECT_EQ(error_of([&] { PromptEncoder::for_task(*tok, "", task); }),
             where + "the model is not loaded from a checkpoint");
   EXPECT_EQ(error_of([&] { PromptEncoder(*tok).prompt_ids(task.problem(1)); }),
@@ -166,7 +182,10 @@ TEST_F(PromptEncoderTest, ChatRecordWithoutTemplateIsOneLineErrorNamingTheRecord
 TEST_F(PromptEncoderTest, TemplateWhoseEndOfTurnTokenIsMissingIsAnError) {
   tokenizer::testing::ByteLevelFixture f;  // bytes only: no <|im_end|>
   std::ofstream(ckpt() / "tokenizer.json") << f.json();
-  std::ofstream(ckpt() / "tokenizer_config.json") << json{{"chat_template", "<|im_start|>"}}.dump();
+  std::ofstream(ckpt() / "tokenizer_config.json")
+      << json{{"chat_template",
+               "{% for m in messages %}<|im_start|>{{ m.content }}<|im_end|>{% endfor %}"}}
+             .dump();
   auto tok = tokenizer::load_tokenizer(ckpt());
   EXPECT_EQ(error_of([&] { PromptEncoder::for_chat(*tok, ckpt()); }),
             (ckpt() / "tokenizer.json").string() +

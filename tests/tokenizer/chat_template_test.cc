@@ -1,5 +1,7 @@
-// Tests of chat_template: exact rendered prompts of both formats and the template selection rule,
-// on small tokenizer_config.json files written to a temporary directory.
+// Tests of chat_template: the real templates of eight model families rendered byte for byte as the
+// reference renderer (@huggingface/jinja, see tests/tools/render_chat_templates.mjs) rendered them
+// into tests/data/chat_templates/renders.json; end-of-turn markers; where templates are loaded
+// from.
 #include "streamrl/tokenizer/chat_template.h"
 
 #include <gtest/gtest.h>
@@ -8,60 +10,123 @@
 #include <fstream>
 
 #include "streamrl/core/errors.h"
+#include "streamrl/core/fs.h"
 
 namespace streamrl::tokenizer {
 namespace {
 namespace fs = std::filesystem;
-using Json = nlohmann::json;
+using Json = nlohmann::ordered_json;
 
-const std::vector<ChatMessage> kConversation = {
-    {"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Hello!"}, {"user", "2+2?"}};
+const fs::path kDataDir = fs::path(STREAMRL_TEST_DATA_DIR) / "chat_templates";
 
-TEST(ChatTemplateTest, RendersChatMl) {
-  EXPECT_EQ(render_chat(ChatFormat::kChatMl, kConversation, true),
-            "<|im_start|>system\nBe brief.<|im_end|>\n"
-            "<|im_start|>user\nHi<|im_end|>\n"
-            "<|im_start|>assistant\nHello!<|im_end|>\n"
-            "<|im_start|>user\n2+2?<|im_end|>\n"
-            "<|im_start|>assistant\n");
-  EXPECT_EQ(render_chat(ChatFormat::kChatMl, {{"user", "a\nb"}}, false),
-            "<|im_start|>user\na\nb<|im_end|>\n");
+std::vector<ChatMessage> messages_of(const Json& c) {
+  std::vector<ChatMessage> out;
+  for (const Json& m : c["messages"]) {
+    ChatMessage msg{m["role"], m["content"]};
+    for (const auto& [k, v] : m.items()) {
+      if (k != "role" && k != "content") msg.fields[k] = v;
+    }
+    out.push_back(std::move(msg));
+  }
+  return out;
 }
 
-TEST(ChatTemplateTest, RendersLlama3) {
-  EXPECT_EQ(render_chat(ChatFormat::kLlama3, kConversation, true),
-            "<|begin_of_text|>"
-            "<|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>"
-            "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
-            "<|start_header_id|>assistant<|end_header_id|>\n\nHello!<|eot_id|>"
-            "<|start_header_id|>user<|end_header_id|>\n\n2+2?<|eot_id|>"
-            "<|start_header_id|>assistant<|end_header_id|>\n\n");
-  EXPECT_EQ(render_chat(ChatFormat::kLlama3, {{"user", "x"}}, false),
-            "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nx<|eot_id|>");
+ChatOptions options_of(const Json& c) {
+  ChatOptions o;
+  o.add_generation_prompt = c["add_generation_prompt"];
+  o.tools = c.value("tools", Json());
+  Json kwargs = c.value("kwargs", Json::object());
+  if (kwargs.contains("enable_thinking")) {
+    o.enable_thinking = kwargs["enable_thinking"].get<bool>();
+    kwargs.erase("enable_thinking");
+  }
+  o.variables = kwargs;
+  return o;
 }
 
-TEST(ChatTemplateTest, DefaultSystemOnlyWhenNoneGiven) {
-  const ChatTemplate qwen25{ChatFormat::kChatMl, kQwen25DefaultSystem};
-  EXPECT_EQ(render_chat(qwen25, {{"user", "Hi"}}, true),
-            "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful "
-            "assistant.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
-  EXPECT_EQ(render_chat(qwen25, kConversation, true),
-            render_chat(ChatFormat::kChatMl, kConversation, true));
+TEST(ChatTemplateReference, EveryFamilyRendersByteForByte) {
+  const Json cases = Json::parse(core::read_file(kDataDir / "cases.json"));
+  const Json renders = Json::parse(core::read_file(kDataDir / "renders.json"));
+  ASSERT_GE(renders.size(), 6u);
+  int compared = 0, refused = 0;
+  for (const auto& [family, expected] : renders.items()) {
+    const ChatTemplate t = load_chat_template(kDataDir / family);
+    for (const Json& c : cases) {
+      const std::string name = c["name"];
+      const Json& want = expected.at(name);
+      SCOPED_TRACE(family + "/" + name);
+      if (want.is_object()) {
+        // The template rejects the conversation: so must ours, with the template's message.
+        try {
+          t.render(messages_of(c), options_of(c));
+          ADD_FAILURE() << "expected the template to raise " << want["error"];
+        } catch (const InputError& e) {
+          EXPECT_NE(std::string(e.what()).find(want["error"].get<std::string>()), std::string::npos)
+              << e.what();
+        }
+        ++refused;
+        continue;
+      }
+      EXPECT_EQ(t.render(messages_of(c), options_of(c)), want.get<std::string>());
+      ++compared;
+    }
+  }
+  EXPECT_GE(compared, 80);
+  EXPECT_GE(refused, 3);
 }
 
-TEST(ChatTemplateTest, RejectsUnknownRole) {
-  try {
-    render_chat(ChatFormat::kChatMl, {{"tool", "x"}}, true);
-    FAIL() << "expected InputError";
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("'tool'"), std::string::npos) << e.what();
+std::string render_case(const std::string& family, const std::string& name) {
+  const Json cases = Json::parse(core::read_file(kDataDir / "cases.json"));
+  for (const Json& c : cases) {
+    if (c["name"] == name) {
+      return load_chat_template(kDataDir / family).render(messages_of(c), options_of(c));
+    }
+  }
+  ADD_FAILURE() << "no case " << name;
+  return "";
+}
+
+TEST(ChatTemplateReference, Llama3TrimsEveryMessage) {
+  const std::string out = render_case("llama3", "system_whitespace");
+  EXPECT_NE(out.find("<|end_header_id|>\n\nHi<|eot_id|>"), std::string::npos) << out;
+  EXPECT_NE(out.find("\n\nSum 3 and 4.<|eot_id|>"), std::string::npos) << out;
+  EXPECT_EQ(out.rfind("<|begin_of_text|>", 0), 0u);
+}
+
+TEST(ChatTemplateReference, Qwen3Thinking) {
+  // Earlier turns lose their reasoning; enable_thinking=false writes the empty think block.
+  EXPECT_EQ(render_case("qwen3", "thinking_history"),
+            "<|im_start|>user\n2*3?<|im_end|>\n<|im_start|>assistant\n6<|im_end|>\n"
+            "<|im_start|>user\nAnd 2*4?<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(
+      render_case("qwen3", "thinking_disabled"),
+      "<|im_start|>user\nQuick: 5-2?<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
+  EXPECT_EQ(render_case("qwen3", "thinking_enabled"),
+            "<|im_start|>user\nQuick: 5-2?<|im_end|>\n<|im_start|>assistant\n");
+}
+
+TEST(ChatTemplateReference, EndOfTurnMarkers) {
+  const std::vector<std::pair<std::string, std::string>> want = {
+      {"llama3", "<|eot_id|>"},    {"llama3_2", "<|eot_id|>"},
+      {"qwen2_5", "<|im_end|>"},   {"qwen3", "<|im_end|>"},
+      {"gemma3", "<end_of_turn>"}, {"mistral", "</s>"},
+      {"phi4", "<|im_end|>"},      {"deepseek_v3", "<｜end▁of▁sentence｜>"}};
+  for (const auto& [family, marker] : want) {
+    EXPECT_EQ(load_chat_template(kDataDir / family).end_of_turn(), marker) << family;
   }
 }
 
-TEST(ChatTemplateTest, ParsesMessages) {
-  const Json j = Json::parse(R"([{"role": "system", "content": "s", "name": "ignored"},
-                                 {"role": "user", "content": ""}])");
-  EXPECT_EQ(parse_messages(j, "req"), (std::vector<ChatMessage>{{"system", "s"}, {"user", ""}}));
+TEST(ChatTemplateTest, ParsesMessagesKeepingOtherFields) {
+  const Json j = Json::parse(R"([{"role": "system", "content": "s", "name": "n"},
+                                 {"role": "tool", "content": ""}])");
+  const std::vector<ChatMessage> got = parse_messages(j, "req");
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].role, "system");
+  EXPECT_EQ(got[0].fields, Json({{"name", "n"}}));
+  // ordered_json keeps the fields in the order given.
+  const Json ordered = Json::parse(R"([{"role": "assistant", "content": "", "z": 1, "a": 2}])");
+  EXPECT_EQ(parse_messages(ordered, "req")[0].fields.begin().key(), "z");
+  EXPECT_EQ(got[1], (ChatMessage{"tool", ""}));
 }
 
 TEST(ChatTemplateTest, MalformedMessagesAreOneLineErrors) {
@@ -73,8 +138,8 @@ TEST(ChatTemplateTest, MalformedMessagesAreOneLineErrors) {
       {R"([{"role": "user"}])", "req: message 0 needs a string \"content\""},
       {R"([{"role": "user", "content": [{"type": "text", "text": "a"}]}])",
        "req: message 0 needs a string \"content\""},
-      {R"([{"role": "tool", "content": "a"}])",
-       "req: message 0 has unsupported role 'tool' (supported: system, user, assistant)"},
+      {R"([{"role": "robot", "content": "a"}])",
+       "req: message 0 has unsupported role 'robot' (supported: system, user, assistant, tool)"},
   };
   for (const auto& [text, want] : cases) {
     try {
@@ -86,7 +151,7 @@ TEST(ChatTemplateTest, MalformedMessagesAreOneLineErrors) {
   }
 }
 
-class ChatTemplateSelectTest : public testing::Test {
+class ChatTemplateLoadTest : public testing::Test {
  protected:
   void SetUp() override {
     dir_ = fs::temp_directory_path() / ("streamrl_chat_test_" + std::to_string(::getpid()));
@@ -94,10 +159,7 @@ class ChatTemplateSelectTest : public testing::Test {
     fs::create_directories(dir_);
   }
   void TearDown() override { fs::remove_all(dir_); }
-  void write_text(const std::string& text) {
-    std::ofstream(dir_ / "tokenizer_config.json") << text;
-  }
-  void write_config(const Json& j) { write_text(j.dump()); }
+  void write_config(const Json& j) { std::ofstream(dir_ / "tokenizer_config.json") << j.dump(); }
   std::string error() {
     try {
       load_chat_template(dir_);
@@ -110,51 +172,52 @@ class ChatTemplateSelectTest : public testing::Test {
   fs::path dir_;
 };
 
-// Abbreviated from the real templates; only the marker strings matter to the rule.
-const char* kQwen2Template =
-    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
-    "{{ '<|im_start|>system\\nYou are a helpful assistant.<|im_end|>\\n' }}{% endif %}"
-    "{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}"
-    "{% endfor %}";
-const char* kQwen25Template =
-    "{%- else %}{{- '<|im_start|>system\\nYou are Qwen, created by Alibaba Cloud. You are a "
-    "helpful assistant.<|im_end|>\\n' }}{%- endif %}";
-const char* kLlama3Template =
-    "{% set content = '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n'+ "
-    "message['content'] | trim + '<|eot_id|>' %}";
+const char* kTurns =
+    "{% for m in messages %}[{{ m.role }}]{{ m.content }}{{ eos_token }}{% endfor %}";
 
-TEST_F(ChatTemplateSelectTest, RecognisesChatMlAndLlama3) {
-  write_config(Json{{"chat_template", kQwen2Template}});
-  EXPECT_EQ(select_chat_format(dir_), ChatFormat::kChatMl);
-  EXPECT_EQ(load_chat_template(dir_).default_system, "");
-  write_config(Json{{"chat_template", kQwen25Template}});
-  EXPECT_EQ(select_chat_format(dir_), ChatFormat::kChatMl);
-  EXPECT_EQ(load_chat_template(dir_).default_system, kQwen25DefaultSystem);
-  write_config(Json{{"chat_template", kLlama3Template}});
-  EXPECT_EQ(select_chat_format(dir_), ChatFormat::kLlama3);
+TEST_F(ChatTemplateLoadTest, SpecialTokensMayBeAddedTokenObjects) {
+  write_config({{"chat_template", std::string("{{ bos_token }}") + kTurns},
+                {"bos_token", {{"content", "<s>"}, {"lstrip", false}}},
+                {"eos_token", "</s>"}});
+  const ChatTemplate t = load_chat_template(dir_);
+  EXPECT_EQ(render_chat(t, {{"user", "a"}}, true), "<s>[user]a</s>");
+  EXPECT_EQ(t.end_of_turn(), "</s>");
 }
 
-TEST_F(ChatTemplateSelectTest, ListOfTemplatesUsesDefault) {
-  write_config(
-      Json{{"chat_template", Json::array({{{"name", "tool_use"}, {"template", "x"}},
-                                          {{"name", "default"}, {"template", kLlama3Template}}})}});
-  EXPECT_EQ(select_chat_format(dir_), ChatFormat::kLlama3);
-  write_config(Json{
-      {"chat_template", Json::array({{{"name", "tool_use"}, {"template", kLlama3Template}}})}});
-  EXPECT_EQ(error(), "no chat template in " + (dir_ / "tokenizer_config.json").string());
+TEST_F(ChatTemplateLoadTest, ListOfTemplatesUsesDefaultAndJinjaFileIsTheFallback) {
+  write_config({{"chat_template", Json::array({{{"name", "tool_use"}, {"template", "T"}},
+                                               {{"name", "default"}, {"template", "D"}}})}});
+  EXPECT_EQ(render_chat(load_chat_template(dir_), {}, true), "D");
+  write_config({{"eos_token", "<e>"}});
+  std::ofstream(dir_ / "chat_template.jinja") << kTurns << "\n";
+  EXPECT_EQ(render_chat(load_chat_template(dir_), {{"user", "x"}}, false), "[user]x<e>");
 }
 
-TEST_F(ChatTemplateSelectTest, Errors) {
+TEST_F(ChatTemplateLoadTest, Errors) {
   const std::string file = (dir_ / "tokenizer_config.json").string();
   EXPECT_EQ(error(), "no chat template in " + file);
-  write_config(Json{{"eos_token", "</s>"}});
+  write_config({{"chat_template", Json::array({{{"name", "tool_use"}, {"template", "x"}}})}});
   EXPECT_EQ(error(), "no chat template in " + file);
-  write_config(Json{{"chat_template", "{{ bos_token }}[INST] {{ message['content'] }} [/INST]"}});
-  EXPECT_EQ(error(), "unsupported chat template in " + file + " (supported: ChatML, Llama-3)");
-  write_config(Json{{"chat_template", 3}});
+  write_config({{"chat_template", 3}});
   EXPECT_EQ(error(), file + ": \"chat_template\" must be a string or a list");
-  write_text("{not json");
-  EXPECT_EQ(error().rfind(file + " is not valid JSON", 0), 0u);
+  write_config({{"chat_template", "{% for m in messages %}"}});
+  EXPECT_EQ(error(), file + ": chat template line 1: missing {% endfor %}");
+  std::ofstream(dir_ / "tokenizer_config.json") << "{";
+  EXPECT_NE(error().find(file + " is not valid JSON"), std::string::npos);
+}
+
+TEST_F(ChatTemplateLoadTest, RaisedExceptionNamesTheFileAndLine) {
+  write_config({{"chat_template",
+                 "{% if messages[0].role != 'user' %}\n{{ raise_exception('user first') }}\n"
+                 "{% endif %}"}});
+  const ChatTemplate t = load_chat_template(dir_);
+  try {
+    render_chat(t, {{"system", "s"}}, true);
+    ADD_FAILURE() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              (dir_ / "tokenizer_config.json").string() + ": chat template line 2: user first");
+  }
 }
 
 }  // namespace

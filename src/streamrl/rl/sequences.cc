@@ -17,8 +17,8 @@ PromptEncoder::PromptEncoder(const tokenizer::Tokenizer& tok, const fs::path& di
                              std::optional<tokenizer::ChatTemplate> chat)
     : PromptEncoder(tok) {
   chat_ = std::move(chat);
-  if (chat_) {
-    const char* end = tokenizer::end_of_turn_token(chat_->format);
+  if (chat_ && !chat_->end_of_turn().empty()) {
+    const std::string& end = chat_->end_of_turn();
     std::optional<int32_t> id = tok.token_to_id(end);
     if (!id) {
       throw InputError((dir / "tokenizer.json").string() + " has no token " + end +

@@ -38,7 +38,7 @@ class PromptEncoder {
   // For the problems of `task` on the checkpoint in `dir` ("" = none): as for_checkpoint, plus,
   // when `task` is a dataset with chat records, the chat template of dir/tokenizer_config.json,
   // whose end-of-turn token then stops generation too. When the template cannot be loaded, throws
-  // InputError "PATH:LINE: ..." naming the first chat record and why (no template, an unsupported
+  // InputError "PATH:LINE: ..." naming the first chat record and why (no template, a malformed
   // one, no checkpoint).
   static PromptEncoder for_task(const tokenizer::Tokenizer& tok, const std::filesystem::path& dir,
                                 const tasks::Task& task);

@@ -1,8 +1,9 @@
-// Recognition of HF chat templates and their native rendering (see chat_template.h).
+// Loading a checkpoint's chat template and rendering conversations with it (see chat_template.h).
 #include "streamrl/tokenizer/chat_template.h"
 
 #include "streamrl/core/errors.h"
 #include "streamrl/core/fs.h"
+#include "streamrl/tokenizer/jinja/template.h"
 
 namespace streamrl::tokenizer {
 namespace fs = std::filesystem;
@@ -10,8 +11,11 @@ using Json = nlohmann::json;
 
 namespace {
 
+// An assistant reply no template alters, to find what the template writes after a reply.
+constexpr const char* kProbeReply = "streamrl-probe-reply";
+
 bool is_supported_role(const std::string& role) {
-  return role == "system" || role == "user" || role == "assistant";
+  return role == "system" || role == "user" || role == "assistant" || role == "tool";
 }
 
 // The "chat_template" text of tokenizer_config.json, or "" when there is none.
@@ -37,79 +41,117 @@ std::string chat_template_text(const Json& config, const std::string& source) {
   throw InputError(source + ": \"chat_template\" must be a string or a list");
 }
 
-}  // namespace
-
-ChatTemplate load_chat_template(const fs::path& checkpoint_dir) {
-  const fs::path file = checkpoint_dir / "tokenizer_config.json";
-  const std::string no_template = "no chat template in " + file.string();
-  if (!fs::exists(file)) throw InputError(no_template);
-  Json config;
-  try {
-    config = Json::parse(core::read_file(file));
-  } catch (const Json::parse_error& e) {
-    throw InputError(file.string() + " is not valid JSON: " + e.what());
-  }
-  if (!config.is_object()) throw InputError(file.string() + " is not a JSON object");
-  const std::string text = chat_template_text(config, file.string());
-  if (text.empty()) throw InputError(no_template);
-  if (text.find("<|im_start|>") != std::string::npos) {
-    ChatTemplate out{ChatFormat::kChatMl, ""};
-    if (text.find("You are Qwen") != std::string::npos) out.default_system = kQwen25DefaultSystem;
-    return out;
-  }
-  if (text.find("<|start_header_id|>") != std::string::npos) return {ChatFormat::kLlama3, ""};
-  throw InputError("unsupported chat template in " + file.string() +
-                   " (supported: ChatML, Llama-3)");
-}
-
-ChatFormat select_chat_format(const fs::path& checkpoint_dir) {
-  return load_chat_template(checkpoint_dir).format;
-}
-
-std::string render_chat(const ChatTemplate& chat_template, const std::vector<ChatMessage>& messages,
-                        bool add_generation_prompt) {
-  std::vector<ChatMessage> turns;
-  if (!chat_template.default_system.empty() &&
-      (messages.empty() || messages.front().role != "system")) {
-    turns.push_back({"system", chat_template.default_system});
-  }
-  turns.insert(turns.end(), messages.begin(), messages.end());
-  std::string out;
-  if (chat_template.format == ChatFormat::kLlama3) out += "<|begin_of_text|>";
-  for (size_t i = 0; i < turns.size(); ++i) {
-    const ChatMessage& m = turns[i];
-    if (!is_supported_role(m.role)) {
-      throw InputError("chat message has unsupported role '" + m.role +
-                       "' (supported: system, user, assistant)");
+// bos_token, eos_token, unk_token, pad_token of tokenizer_config.json that are set, as text.
+Json special_tokens(const Json& config) {
+  Json out = Json::object();
+  for (const char* key : {"bos_token", "eos_token", "unk_token", "pad_token"}) {
+    auto it = config.find(key);
+    if (it == config.end()) continue;
+    if (it->is_string()) out[key] = *it;
+    if (it->is_object() && it->contains("content") && (*it)["content"].is_string()) {
+      out[key] = (*it)["content"];
     }
-    if (chat_template.format == ChatFormat::kChatMl) {
-      out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
-    } else {
-      out += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + m.content + "<|eot_id|>";
-    }
-  }
-  if (add_generation_prompt) {
-    out += chat_template.format == ChatFormat::kChatMl
-               ? "<|im_start|>assistant\n"
-               : "<|start_header_id|>assistant<|end_header_id|>\n\n";
   }
   return out;
 }
 
-const char* end_of_turn_token(ChatFormat format) {
-  return format == ChatFormat::kChatMl ? "<|im_end|>" : "<|eot_id|>";
+jinja::Value message_value(const ChatMessage& m) {
+  jinja::Object object;
+  object.set("role", jinja::Value(m.role));
+  object.set("content", jinja::Value(m.content));
+  if (m.fields.is_object()) {
+    for (const auto& [k, v] : m.fields.items()) object.set(k, jinja::Value::from_json(v));
+  }
+  return jinja::Value(std::move(object));
 }
 
-std::string render_chat(ChatFormat format, const std::vector<ChatMessage>& messages,
+}  // namespace
+
+ChatTemplate::ChatTemplate(const std::string& source, Json special_tokens, std::string where)
+    : special_tokens_(std::move(special_tokens)), where_(std::move(where)) {
+  try {
+    program_ = std::make_shared<const jinja::Template>(source);
+  } catch (const jinja::TemplateError& e) {
+    throw InputError(where_ + ": " + e.what());
+  }
+  try {
+    ChatOptions options;
+    options.add_generation_prompt = false;
+    const std::string probe = render({{"user", "Hi"}, {"assistant", kProbeReply}}, options);
+    const size_t at = probe.find(kProbeReply);
+    if (at != std::string::npos) {
+      const std::string after = probe.substr(at + std::string(kProbeReply).size());
+      // A special token: "<...>" when it looks like one, else the text up to whitespace.
+      const size_t close = after.find('>');
+      end_of_turn_ = after.rfind('<', 0) == 0 && close != std::string::npos
+                         ? after.substr(0, close + 1)
+                         : after.substr(0, after.find_first_of(" \t\r\n"));
+    }
+  } catch (const InputError&) {
+    // A template that refuses the probe conversation still renders others; EOS ends its turns.
+  }
+  if (end_of_turn_.empty() && special_tokens_.contains("eos_token")) {
+    end_of_turn_ = special_tokens_["eos_token"].get<std::string>();
+  }
+}
+
+std::string ChatTemplate::render(const std::vector<ChatMessage>& messages,
+                                 const ChatOptions& options) const {
+  jinja::Object vars;
+  for (const auto& [k, v] : special_tokens_.items()) vars.set(k, jinja::Value::from_json(v));
+  jinja::Array list;
+  for (const ChatMessage& m : messages) list.push_back(message_value(m));
+  vars.set("messages", jinja::Value(std::move(list)));
+  vars.set("tools", jinja::Value::from_json(options.tools));
+  vars.set("add_generation_prompt", jinja::Value(options.add_generation_prompt));
+  if (options.enable_thinking) vars.set("enable_thinking", jinja::Value(*options.enable_thinking));
+  if (options.variables.is_object()) {
+    for (const auto& [k, v] : options.variables.items()) vars.set(k, jinja::Value::from_json(v));
+  }
+  try {
+    return program_->render(vars);
+  } catch (const jinja::TemplateError& e) {
+    throw InputError(where_ + ": " + e.what());
+  }
+}
+
+ChatTemplate load_chat_template(const fs::path& checkpoint_dir) {
+  const fs::path file = checkpoint_dir / "tokenizer_config.json";
+  const fs::path jinja_file = checkpoint_dir / "chat_template.jinja";
+  Json config = Json::object();
+  if (fs::exists(file)) {
+    try {
+      config = Json::parse(core::read_file(file));
+    } catch (const Json::parse_error& e) {
+      throw InputError(file.string() + " is not valid JSON: " + e.what());
+    }
+    if (!config.is_object()) throw InputError(file.string() + " is not a JSON object");
+  }
+  std::string text = chat_template_text(config, file.string());
+  fs::path where = file;
+  if (text.empty() && fs::exists(jinja_file)) {
+    text = core::read_file(jinja_file);
+    where = jinja_file;
+  }
+  if (text.empty()) throw InputError("no chat template in " + file.string());
+  return ChatTemplate(text, special_tokens(config), where.string());
+}
+
+std::string render_chat(const ChatTemplate& chat_template, const std::vector<ChatMessage>& messages,
                         bool add_generation_prompt) {
-  return render_chat(ChatTemplate{format, ""}, messages, add_generation_prompt);
+  ChatOptions options;
+  options.add_generation_prompt = add_generation_prompt;
+  return chat_template.render(messages, options);
 }
 
-std::vector<ChatMessage> parse_messages(const Json& json, const std::string& where) {
+namespace {
+
+template <typename AnyJson>
+std::vector<ChatMessage> messages_from_json(const AnyJson& json, const std::string& where) {
   if (!json.is_array()) throw InputError(where + ": messages must be a JSON array");
   std::vector<ChatMessage> out;
   for (size_t i = 0; i < json.size(); ++i) {
-    const Json& m = json[i];
+    const AnyJson& m = json[i];
     const std::string at = where + ": message " + std::to_string(i);
     if (!m.is_object()) throw InputError(at + " is not a JSON object");
     auto role = m.find("role");
@@ -118,14 +160,28 @@ std::vector<ChatMessage> parse_messages(const Json& json, const std::string& whe
     if (content == m.end() || !content->is_string()) {
       throw InputError(at + " needs a string \"content\"");
     }
-    ChatMessage msg{role->get<std::string>(), content->get<std::string>()};
+    ChatMessage msg{role->template get<std::string>(), content->template get<std::string>()};
     if (!is_supported_role(msg.role)) {
       throw InputError(at + " has unsupported role '" + msg.role +
-                       "' (supported: system, user, assistant)");
+                       "' (supported: system, user, assistant, tool)");
+    }
+    for (const auto& [k, v] : m.items()) {
+      if (k != "role" && k != "content") msg.fields[k] = v;
     }
     out.push_back(std::move(msg));
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<ChatMessage> parse_messages(const Json& json, const std::string& where) {
+  return messages_from_json(json, where);
+}
+
+std::vector<ChatMessage> parse_messages(const nlohmann::ordered_json& json,
+                                        const std::string& where) {
+  return messages_from_json(json, where);
 }
 
 }  // namespace streamrl::tokenizer
