@@ -81,6 +81,7 @@ RlRunConfig RlRunConfig::from_config(const core::Config& root) {
   root.section("async").get("max_staleness", c.max_staleness);
   rollout.get("sample_timeout_s", c.sample_timeout_s);
   root.section("telemetry").get("trace", c.trace);
+  root.section("telemetry").get("tensorboard", c.tensorboard);
   root.section("telemetry").get("samples", c.sample_log);
   read_eval(root.section("eval"), &c.eval_every, &c.eval);
   c.checkpoint.read(root.section("checkpoint"));
@@ -527,7 +528,7 @@ nlohmann::json run_rl(const RlRunConfig& c, const std::string& resolved_config_y
   std::optional<telemetry::MetricsLog> metrics, sample_log;
   if (lead) {
     core::write_file_atomic(run_dir / "config.yaml", resolved_config_yaml);
-    metrics.emplace(run_dir / "metrics.jsonl", start_iter);
+    metrics.emplace(run_dir / "metrics.jsonl", start_iter, c.tensorboard);
     if (c.sample_log) sample_log.emplace(run_dir / "samples.jsonl", start_iter);
   }
   telemetry::Trace trace_store;

@@ -65,6 +65,7 @@ struct RlRunConfig {
   int max_staleness = 1;          // async: oldest weight version a trained sample may come from
   double sample_timeout_s = 600;  // longest wait for the next sample before the run fails
   bool trace = true;              // write <run>/trace.json
+  bool tensorboard = false;       // TensorBoard event files beside metrics.jsonl
   // Write <run>/samples.jsonl: per iteration, each trained sample's output length and whether
   // its advantage was 0, groups consecutive (the step emulator replays them).
   bool sample_log = false;

@@ -22,7 +22,7 @@ std::vector<nlohmann::json> MetricsLog::read(const fs::path& path) {
   return out;
 }
 
-MetricsLog::MetricsLog(const fs::path& path, int64_t truncate_after_step) {
+MetricsLog::MetricsLog(const fs::path& path, int64_t truncate_after_step, bool tensorboard) {
   if (path.has_parent_path()) fs::create_directories(path.parent_path());
   if (truncate_after_step >= 0 && fs::exists(path)) {
     std::string kept;
@@ -36,6 +36,10 @@ MetricsLog::MetricsLog(const fs::path& path, int64_t truncate_after_step) {
   if (file_ == nullptr) {
     throw RuntimeFailure("cannot open " + path.string() + ": " + std::strerror(errno));
   }
+  if (tensorboard) {
+    tensorboard_ = std::make_unique<TensorBoardWriter>(
+        path.has_parent_path() ? path.parent_path() : fs::path("."), truncate_after_step);
+  }
 }
 
 MetricsLog::~MetricsLog() {
@@ -46,6 +50,7 @@ void MetricsLog::write(const nlohmann::json& record) {
   std::string line = record.dump() + "\n";
   std::fwrite(line.data(), 1, line.size(), file_);
   std::fflush(file_);
+  if (tensorboard_) tensorboard_->add_record(record);
 }
 
 }  // namespace streamrl::telemetry

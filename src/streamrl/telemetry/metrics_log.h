@@ -1,10 +1,13 @@
 // metrics.jsonl: one JSON object per line, appended and flushed per record so a killed run keeps
-// everything it logged (DESIGN.md §11).
+// everything it logged (DESIGN.md §11); optionally the same scalars as TensorBoard event files.
 #pragma once
 
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <nlohmann/json.hpp>
+
+#include "streamrl/telemetry/tensorboard.h"
 
 namespace streamrl::telemetry {
 
@@ -12,8 +15,10 @@ class MetricsLog {
  public:
   // Opens `path` for appending (creating parent directories). If `truncate_after_step` >= 0,
   // records with "step" greater than it are dropped first: a resumed run rewrites the steps that
-  // the killed run logged after its last checkpoint.
-  explicit MetricsLog(const std::filesystem::path& path, int64_t truncate_after_step = -1);
+  // the killed run logged after its last checkpoint. With `tensorboard`, every record's numbers
+  // also go to an event file beside `path` (tensorboard.h), purged from the same step on resume.
+  explicit MetricsLog(const std::filesystem::path& path, int64_t truncate_after_step = -1,
+                      bool tensorboard = false);
   ~MetricsLog();
   MetricsLog(const MetricsLog&) = delete;
   MetricsLog& operator=(const MetricsLog&) = delete;
@@ -25,6 +30,7 @@ class MetricsLog {
 
  private:
   std::FILE* file_ = nullptr;
+  std::unique_ptr<TensorBoardWriter> tensorboard_;
 };
 
 }  // namespace streamrl::telemetry
