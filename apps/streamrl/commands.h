@@ -32,5 +32,6 @@ void add_bench(CLI::App& root, CommandList& out);
 void add_plan(CLI::App& root, CommandList& out);
 void add_launch(CLI::App& root, CommandList& out);
 void add_report(CLI::App& root, CommandList& out);
+void add_config(CLI::App& root, CommandList& out);
 
 }  // namespace streamrl::cli

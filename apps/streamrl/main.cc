@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   cli::add_plan(app, commands);
   cli::add_launch(app, commands);
   cli::add_report(app, commands);
+  cli::add_config(app, commands);
 
   try {
     app.parse(argc, argv);
