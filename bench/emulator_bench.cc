@@ -9,6 +9,10 @@
 #include <sstream>
 #include <thread>
 
+#include <unistd.h>
+
+#include "rl_modes_bench.h"
+#include "rounds.h"
 #include "streamrl/core/config.h"
 #include "streamrl/core/errors.h"
 #include "streamrl/core/fs.h"
@@ -252,17 +256,9 @@ double measure_weight_copy(model::CausalLM& lm) {
   return times[1];
 }
 
-}  // namespace
-
-json run_emulator_bench(const BenchOptions& options) {
-  const char* path = std::getenv("STREAMRL_RL_MODES_JSON");
-  if (!path || !*path) {
-    throw InputError(
-        "bench emulator compares against measured modes: run `streamrl bench rl_modes --json > "
-        "rl_modes.json`, then `STREAMRL_RL_MODES_JSON=rl_modes.json streamrl bench emulator "
-        "--json`");
-  }
-  json measured = read_measured(path);
+// Profiles this machine for the measured run and returns the emulator's prediction of every mode
+// beside the measurement. `label` names the measurement's source in the result.
+json predict(json measured, const BenchOptions& options, const std::string& label) {
   add_run_details(measured);
   planner::MeasuredRun run = planner::MeasuredRun::from_json(measured);
   const fs::path dir = model_dir(run);
@@ -347,7 +343,7 @@ json run_emulator_bench(const BenchOptions& options) {
     setups[label] = s;
   }
   json result = planner::compare_modes(run, setups);
-  result["measured_file"] = path;
+  result["measured"] = label;
   result["model_config"] = config_path;
   result["inputs"] = inputs;
   result["inputs"]["weight_copy_s"] = weight_s;
@@ -359,6 +355,41 @@ json run_emulator_bench(const BenchOptions& options) {
                         {"micro_batch_tokens", run.micro_batch_tokens}};
   result["goal"] = "max_relative_error <= 0.15 (emulated vs measured iteration time per mode)";
   return result;
+}
+
+}  // namespace
+
+// Offline (STREAMRL_RL_MODES_JSON=FILE): the saved run against a profile taken now. Otherwise the
+// modes are measured here, and every round profiles right after it measures, so prediction and
+// measurement see the same machine; the error is the median over rounds with its spread.
+json run_emulator_bench(const BenchOptions& options) {
+  if (const char* path = std::getenv("STREAMRL_RL_MODES_JSON"); path && *path) {
+    return predict(read_measured(path), options, path);
+  }
+  const fs::path root =
+      fs::temp_directory_path() / ("streamrl_emulator_" + std::to_string(::getpid()));
+  const int rounds = options.quick ? 1 : 3;
+  Rounds log("emulator", options.threads > 0 ? options.threads : 2);
+  json last;
+  for (int r = 0; r < rounds; ++r) {
+    log.begin_round(r);
+    std::cerr << "bench emulator: round " << r + 1 << "/" << rounds << std::endl;
+    last = predict(measure_modes_once(options, root), options,
+                   "measured in round " + std::to_string(r + 1));
+    log.add("max_relative_error", last["max_relative_error"]);
+    log.add("max_relative_error_stage_calibrated", last["max_relative_error_stage_calibrated"]);
+    for (const auto& [mode, m] : last["modes"].items()) {
+      if (m.contains("relative_error")) log.add("relative_error." + mode, m["relative_error"]);
+    }
+  }
+  fs::remove_all(root);
+  json out = last;  // the last round's full comparison
+  out["rounds"] = rounds;
+  out["max_relative_error"] = log.median("max_relative_error");
+  out["max_relative_error_stage_calibrated"] = log.median("max_relative_error_stage_calibrated");
+  out["per_round"] = log.to_json();
+  out["load"] = log.load_json();
+  return out;
 }
 
 }  // namespace streamrl::bench

@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "flops.h"
+#include "rounds.h"
 #include "streamrl/core/roofline.h"
 #include "streamrl/core/threads.h"
 #include "streamrl/engine/engine.h"
@@ -77,15 +78,19 @@ nlohmann::json run_engine_throughput(const BenchOptions& options) {
   engine::Engine lpt(lm, ec);
   int64_t static_tokens = 0, cont_tokens = 0, lpt_tokens = 0;
   int64_t static_steps = 0, cont_steps = 0, lpt_steps = 0;
-  // Alternate the schedules and keep the fastest run of each: the machine is shared and noisy.
-  double static_s = 1e30, cont_s = 1e30, lpt_s = 1e30;
-  for (int rep = 0; rep < 3; ++rep) {
+  // The schedules alternate over rounds (the machine is shared and its load drifts); each ratio is
+  // the median of its per-round ratios.
+  Rounds log("engine", threads);
+  const int rounds = options.quick ? 1 : 5;
+  for (int r = 0; r < rounds; ++r) {
+    log.begin_round(r);
     static_tokens = cont_tokens = lpt_tokens = 0;
-    static_s = std::min(static_s,
-                        run_schedule(eng, requests, batch, false, &static_tokens, &static_steps));
-    cont_s = std::min(cont_s, run_schedule(eng, requests, batch, true, &cont_tokens, &cont_steps));
-    lpt_s = std::min(lpt_s, run_schedule(lpt, requests, batch, true, &lpt_tokens, &lpt_steps));
+    log.add("static_s", run_schedule(eng, requests, batch, false, &static_tokens, &static_steps));
+    log.add("continuous_s", run_schedule(eng, requests, batch, true, &cont_tokens, &cont_steps));
+    log.add("continuous_lpt_s", run_schedule(lpt, requests, batch, true, &lpt_tokens, &lpt_steps));
   }
+  const double static_s = log.median("static_s"), cont_s = log.median("continuous_s"),
+               lpt_s = log.median("continuous_lpt_s");
 
   engine::ProfileConfig pc;
   pc.batch_sizes = {64};
@@ -107,9 +112,13 @@ nlohmann::json run_engine_throughput(const BenchOptions& options) {
       {"continuous_seconds", cont_s},
       {"static_tokens_per_s", static_tokens / static_s},
       {"continuous_tokens_per_s", cont_tokens / cont_s},
-      {"continuous_over_static", static_s / cont_s},
+      {"continuous_over_static", log.ratio_median("static_s", "continuous_s")},
+      {"continuous_over_static_rounds", log.ratio("static_s", "continuous_s")},
       {"continuous_lpt_seconds", lpt_s},
-      {"continuous_lpt_over_static", static_s / lpt_s},
+      {"continuous_lpt_over_static", log.ratio_median("static_s", "continuous_lpt_s")},
+      {"continuous_lpt_over_static_rounds", log.ratio("static_s", "continuous_lpt_s")},
+      {"seconds_rounds", log.to_json()},
+      {"load", log.load_json()},
       {"goal_continuous_over_static", 1.8},
       {"decode_bs64_tokens_per_s", bs64_tps},
       {"gemm_gflops", roof.gemm_gflops},

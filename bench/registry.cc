@@ -12,7 +12,8 @@ namespace streamrl::bench {
 
 const std::vector<Benchmark>& all_benchmarks() {
   static const std::vector<Benchmark> kAll = {
-      {"emulator", "step emulator vs measured rl_modes iteration times (STREAMRL_RL_MODES_JSON)",
+      {"emulator",
+       "step emulator vs the modes measured in the same rounds (or STREAMRL_RL_MODES_JSON=FILE)",
        run_emulator_bench},
       {"engine", "static vs continuous batching on a long-tailed workload, decode roofline",
        run_engine_throughput},

@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <filesystem>
 #include <iostream>
+#include <map>
 
+#include "rounds.h"
 #include "streamrl/core/config.h"
 #include "streamrl/core/errors.h"
 #include "streamrl/core/stats.h"
@@ -20,7 +22,7 @@ double median(const std::vector<double>& v) { return v.empty() ? 0 : core::media
 // Steady-state medians of one mode's run, skipping the first iteration (warm-up; async also
 // generates two iterations ahead there).
 nlohmann::json summarize(const fs::path& run_dir) {
-  std::vector<double> iter, gen, train, idle_gen, idle_trainer, samples;
+  std::vector<double> iter, gen, train, train_cpu, idle_gen, idle_trainer, samples;
   bool first = true;
   for (const auto& r : telemetry::MetricsLog::read(run_dir / "metrics.jsonl")) {
     if (!r.contains("stage_seconds")) continue;
@@ -33,6 +35,7 @@ nlohmann::json summarize(const fs::path& run_dir) {
     gen.push_back(s["generate"].get<double>());
     train.push_back(s["train"].get<double>() + s["sample_work"].get<double>() +
                     s["weight_update"].get<double>());
+    train_cpu.push_back(s.value("train_cpu", 0.0));
     idle_gen.push_back(r["idle_fraction"]["generator"].get<double>());
     idle_trainer.push_back(r["idle_fraction"]["trainer"].get<double>());
     samples.push_back(r["samples"].get<double>());
@@ -55,68 +58,99 @@ nlohmann::json summarize(const fs::path& run_dir) {
           {"samples_per_s", median(samples) / std::max(1e-9, it)},
           {"generate_s", median(gen)},
           {"train_s", median(train)},
+          {"train_cpu_s", median(train_cpu)},
           {"overlap_bound_s", std::max(median(gen), median(train))},
           {"idle_fraction", {{"generator", median(idle_gen)}, {"trainer", median(idle_trainer)}}},
           {"iterations_measured", iter.size()}};
 }
 
-// The four modes on one workload: configs/rl_sum.yaml under `workload` then `options`' overrides,
-// runs under `root`.
-nlohmann::json measure_workload(const BenchOptions& options, const std::string& ckpt,
-                                const std::vector<std::string>& workload, const fs::path& root) {
-  const int iterations = options.quick ? 3 : 8;
-  const int cores = options.threads > 0 ? options.threads : 2;
-  fs::remove_all(root);
+// One benchmark variant: a mode with its thread split.
+struct Variant {
+  std::string name, mode;
+  std::vector<std::string> overrides;
+};
 
-  struct Variant {
-    std::string name, mode;
-    std::vector<std::string> overrides;
-  };
-  // Colocate gets all the cores for both stages; it is run with one and with all ATen threads and
-  // the faster is the baseline, so the comparison is not against a badly threaded colocate. The
-  // dedicated modes split the cores: generator on one, trainer on the rest.
+// Colocate gets all the cores for both stages; it is run with one and with all ATen threads and
+// the faster is the baseline, so the comparison is not against a badly threaded colocate. The
+// dedicated modes split the cores: generator on one, trainer on the rest.
+std::vector<Variant> variants_for(int cores) {
   const std::string split_gen =
       "sgs.threads_per_instance=" + std::to_string(std::max(1, cores / 2));
   const std::string split_train =
       "resources.trainer_threads=" + std::to_string(std::max(1, cores - cores / 2));
-  std::vector<Variant> variants = {
+  return {
       {"colocate_1thread", "colocate", {"run.threads=1"}},
       {"colocate", "colocate", {"run.threads=" + std::to_string(cores)}},
       {"disagg", "disagg", {split_gen, split_train}},
       {"stream", "stream", {split_gen, split_train}},
       {"async", "async", {split_gen, split_train}},
   };
+}
+
+// Runs one variant of a workload (configs/rl_sum.yaml under `workload` then `options`'
+// overrides) in `root`/name and returns its steady-state summary.
+nlohmann::json run_variant(const BenchOptions& options, const std::string& ckpt,
+                           const std::vector<std::string>& workload, const fs::path& root,
+                           const Variant& v, int iterations) {
+  fs::remove_all(root / v.name);
+  std::vector<std::string> ov = {"mode=" + v.mode,
+                                 "run.name=" + v.name,
+                                 "run.dir=" + root.string(),
+                                 "run.resume=false",
+                                 "policy.init_from=" + ckpt,
+                                 "train.iterations=" + std::to_string(iterations),
+                                 "eval.n=0",
+                                 "checkpoint.every=0",
+                                 "telemetry.samples=true"};
+  ov.insert(ov.end(), v.overrides.begin(), v.overrides.end());
+  ov.insert(ov.end(), workload.begin(), workload.end());
+  ov.insert(ov.end(), options.overrides.begin(), options.overrides.end());
+  core::Config cfg =
+      core::Config::from_file(std::string(STREAMRL_SOURCE_DIR) + "/configs/rl_sum.yaml", ov);
+  rl::RlRunConfig rc = rl::RlRunConfig::from_config(cfg);
+  rl::run_rl(rc, cfg.resolved_yaml());
+  nlohmann::json s = summarize(root / v.name);
+  s["trace"] = (root / v.name / "trace.json").string();
+  return s;
+}
+
+struct Workload {
+  std::string name;
+  std::vector<std::string> overrides;
+};
+
+// Figures of one mode that are summarised over rounds.
+constexpr const char* kFigures[] = {"iteration_s", "samples_per_s", "generate_s",
+                                    "train_s",     "train_cpu_s",   "overlap_bound_s"};
+
+// The workload's JSON from the rounds: each mode's figures as medians (the keys bench emulator
+// reads) with their spread, the last round's lengths, and ratios as medians of per-round ratios.
+nlohmann::json workload_json(const Workload& w, const std::string& ckpt, int iterations, int cores,
+                             const BenchOptions& options, const Rounds& log,
+                             const std::map<std::string, nlohmann::json>& last,
+                             const fs::path& root) {
+  const std::string p = w.name + ".";
   nlohmann::json modes = nlohmann::json::object();
-  for (const auto& v : variants) {
-    std::vector<std::string> ov = {"mode=" + v.mode,
-                                   "run.name=" + v.name,
-                                   "run.dir=" + root.string(),
-                                   "run.resume=false",
-                                   "policy.init_from=" + ckpt,
-                                   "train.iterations=" + std::to_string(iterations),
-                                   "eval.n=0",
-                                   "checkpoint.every=0",
-                                   "telemetry.samples=true"};
-    ov.insert(ov.end(), v.overrides.begin(), v.overrides.end());
-    ov.insert(ov.end(), workload.begin(), workload.end());
-    ov.insert(ov.end(), options.overrides.begin(), options.overrides.end());
-    core::Config cfg =
-        core::Config::from_file(std::string(STREAMRL_SOURCE_DIR) + "/configs/rl_sum.yaml", ov);
-    rl::RlRunConfig rc = rl::RlRunConfig::from_config(cfg);
-    std::cerr << "bench rl_modes: " << root.filename().string() << " " << v.name << " ("
-              << iterations << " iterations)" << std::endl;
-    rl::run_rl(rc, cfg.resolved_yaml());
-    modes[v.name] = summarize(root / v.name);
-    modes[v.name]["trace"] = (root / v.name / "trace.json").string();
+  for (const auto& [name, detail] : last) {
+    nlohmann::json m = detail;
+    for (const char* f : kFigures) {
+      m[f] = log.median(p + name + "." + f);
+      m["rounds"][f] = log.summary(p + name + "." + f);
+    }
+    modes[name] = m;
   }
-  const double colocate_sps = std::max(modes["colocate"]["samples_per_s"].get<double>(),
-                                       modes["colocate_1thread"]["samples_per_s"].get<double>());
-  nlohmann::json speedup;
+  nlohmann::json speedup, speedup_spread;
   for (const char* m : {"disagg", "stream", "async"}) {
-    speedup[m] = modes[m]["samples_per_s"].get<double>() / colocate_sps;
+    const nlohmann::json r = log.ratio(p + m + ".samples_per_s", p + "colocate_best.samples_per_s");
+    speedup[m] = r["median"];
+    speedup_spread[m] = r;
   }
-  const auto& a = modes["async"];
-  std::vector<std::string> all = workload;
+  const nlohmann::json bound = log.ratio(p + "async.iteration_s", p + "async.overlap_bound_s");
+  const nlohmann::json train_ratio =
+      log.ratio(p + "colocate_1thread.train_s", p + "disagg.train_s");
+  const nlohmann::json train_cpu_ratio =
+      log.ratio(p + "colocate_1thread.train_cpu_s", p + "disagg.train_cpu_s");
+  std::vector<std::string> all = w.overrides;
   all.insert(all.end(), options.overrides.begin(), options.overrides.end());
   return {{"workload",
            {{"task", "sum"},
@@ -127,31 +161,91 @@ nlohmann::json measure_workload(const BenchOptions& options, const std::string& 
             {"overrides", all}}},
           {"modes", modes},
           {"speedup", speedup},
-          {"async_over_bound",
-           a["iteration_s"].get<double>() / std::max(1e-9, a["overlap_bound_s"].get<double>())},
-          {"runs_dir", root.string()}};
+          {"speedup_rounds", speedup_spread},
+          {"async_over_bound", bound["median"]},
+          {"async_over_bound_rounds", bound},
+          // The same samples' training on the same thread count, colocated and dedicated.
+          {"colocate_train_over_disagg_train", train_ratio["median"]},
+          {"colocate_train_over_disagg_train_rounds", train_ratio},
+          // The same in the trainer thread's CPU time: the work, without waits for a core.
+          {"colocate_train_cpu_over_disagg_train_cpu", train_cpu_ratio},
+          {"runs_dir", (root / w.name).string()}};
+}
+
+constexpr const char* kCheckpoint = "runs/sft_sum/final";
+const Workload kWholeTask = {"whole_task", {"data.max_difficulty=-1", "data.reward=answer"}};
+
+void require_checkpoint(const char* bench) {
+  if (!fs::exists(fs::path(kCheckpoint) / "config.json")) {
+    throw InputError(std::string("bench ") + bench + " needs the SFT checkpoint " + kCheckpoint +
+                     "; create it with: streamrl sft --config configs/sft_sum.yaml");
+  }
 }
 
 }  // namespace
 
+nlohmann::json measure_modes_once(const BenchOptions& options, const fs::path& root) {
+  require_checkpoint("emulator");
+  const int iterations = options.quick ? 3 : 8;
+  const int cores = options.threads > 0 ? options.threads : 2;
+  Rounds log("emulator", cores);
+  log.begin_round(0);
+  std::map<std::string, nlohmann::json> runs;
+  for (const auto& v : variants_for(cores)) {
+    std::cerr << "bench: measuring " << v.name << " (" << iterations << " iterations)" << std::endl;
+    runs[v.name] = run_variant(options, kCheckpoint, kWholeTask.overrides, root / kWholeTask.name,
+                               v, iterations);
+    for (const char* f : kFigures)
+      log.add(kWholeTask.name + "." + v.name + "." + f, runs[v.name][f]);
+  }
+  return workload_json(kWholeTask, kCheckpoint, iterations, cores, options, log, runs, root);
+}
+
 // Two workloads of the default task: the task as generated (every difficulty, final-answer reward:
 // long-tailed outputs, the setting StreamRL is about; the headline) and the main job's curriculum
-// (configs/rl_sum.yaml as is: difficulty 0 only, ~10-token outputs, training-bound).
+// (configs/rl_sum.yaml as is: difficulty 0 only, ~10-token outputs, training-bound). Every round
+// runs every variant of both workloads once (interleaved), so load drift spreads over all of them.
 nlohmann::json run_rl_modes(const BenchOptions& options) {
-  const std::string ckpt = "runs/sft_sum/final";
-  if (!fs::exists(fs::path(ckpt) / "config.json")) {
-    throw InputError("bench rl_modes needs the SFT checkpoint " + ckpt +
-                     "; create it with: streamrl sft --config configs/sft_sum.yaml");
-  }
+  require_checkpoint("rl_modes");
+  const std::string ckpt = kCheckpoint;
   const fs::path root =
       fs::temp_directory_path() / ("streamrl_rl_modes_" + std::to_string(::getpid()));
-  nlohmann::json whole = measure_workload(
-      options, ckpt, {"data.max_difficulty=-1", "data.reward=answer"}, root / "whole_task");
-  nlohmann::json main_job = measure_workload(options, ckpt, {}, root / "main_job");
+  fs::remove_all(root);
+  const int iterations = options.quick ? 3 : 8;
+  const int rounds = options.quick ? 1 : 3;
+  const int cores = options.threads > 0 ? options.threads : 2;
+  const std::vector<Workload> workloads = {kWholeTask, {"main_job", {}}};
+  const std::vector<Variant> variants = variants_for(cores);
+  Rounds log("rl_modes", cores);
+  std::map<std::string, std::map<std::string, nlohmann::json>> last;  // workload -> mode -> run
+  for (int r = 0; r < rounds; ++r) {
+    log.begin_round(r);
+    for (const auto& w : workloads) {
+      for (const auto& v : variants) {
+        std::cerr << "bench rl_modes: round " << r + 1 << "/" << rounds << " " << w.name << " "
+                  << v.name << " (" << iterations << " iterations)" << std::endl;
+        nlohmann::json s = run_variant(options, ckpt, w.overrides, root / w.name, v, iterations);
+        for (const char* f : kFigures) log.add(w.name + "." + v.name + "." + f, s[f]);
+        last[w.name][v.name] = std::move(s);
+      }
+      const double best = std::max(log.values(w.name + ".colocate.samples_per_s").back(),
+                                   log.values(w.name + ".colocate_1thread.samples_per_s").back());
+      log.add(w.name + ".colocate_best.samples_per_s", best);
+    }
+  }
+  nlohmann::json whole =
+      workload_json(workloads[0], ckpt, iterations, cores, options, log, last["whole_task"], root);
+  nlohmann::json main_job =
+      workload_json(workloads[1], ckpt, iterations, cores, options, log, last["main_job"], root);
   nlohmann::json out = whole;  // the headline keys, and what bench emulator reads
   out["benchmark"] = "rl_modes";
   out["headline_workload"] = "whole_task";
-  out["goals"] = {{"stream", 1.2}, {"async", 1.5}, {"async_over_bound", 1.15}};
+  out["rounds"] = rounds;
+  out["load"] = log.load_json();
+  out["goals"] = {{"stream", 1.2},
+                  {"async", 1.5},
+                  {"async_over_bound", 1.15},
+                  {"colocate_train_over_disagg_train", 1.1}};
   out["workloads"] = {{"whole_task", whole}, {"main_job", main_job}};
   return out;
 }

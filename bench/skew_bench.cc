@@ -7,8 +7,10 @@
 #include <filesystem>
 #include <mutex>
 
+#include "rounds.h"
 #include "streamrl/core/errors.h"
 #include "streamrl/core/log.h"
+#include "streamrl/core/stats.h"
 #include "streamrl/core/threads.h"
 #include "streamrl/engine/engine.h"
 #include "streamrl/engine/profile.h"
@@ -155,7 +157,7 @@ nlohmann::json plan_json(const sgs::Assignment& a, size_t requests) {
 
 // Random-FIFO; skew-aware (the default: replay latency model, alpha auto) and Algorithm 2 as
 // printed (Eq. 2, alpha 0.2), each with the ranker's estimates and with oracle lengths; and
-// least-loaded + LPT, on `instances` instances of one pool; repeated alternately, fastest run kept.
+// least-loaded + LPT, on `instances` instances of one pool; repeated alternately (median reported).
 // Oracle lengths come from the first Random-FIFO run (every schedule generates the same tokens;
 // mismatches are counted). Writes the true lengths to `truth` when given.
 nlohmann::json compare_schedules(model::CausalLM& lm, int instances,
@@ -216,55 +218,62 @@ nlohmann::json compare_schedules(model::CausalLM& lm, int instances,
     std::string name;
     const sgs::Assignment* plan;
     const std::vector<engine::Request>* reqs;
-    VariantRun best, best_cpu;
+    VariantRun best;     // the fastest wall-clock run, for its per-instance details
     int mismatched = 0;  // requests whose output length differs from the first run
   };
-  std::vector<Variant> variants = {
-      {"random_fifo", &random_plan, &requests, first, first, 0},
-      {"skew_ranker", &skew_plan, &requests, {}, {}, 0},
-      {"skew_oracle", &oracle_plan, &oracle_reqs, {}, {}, 0},
-      {"paper_skew_ranker", &paper_plan, &requests, {}, {}, 0},
-      {"paper_skew_oracle", &oracle_paper_plan, &oracle_reqs, {}, {}, 0},
-      {"least_loaded_lpt_ranker", &ll_plan, &requests, {}, {}, 0},
-      {"random_fifo_seed8", &random_plans[0], &requests, {}, {}, 0},
-      {"random_fifo_seed9", &random_plans[1], &requests, {}, {}, 0}};
+  std::vector<Variant> variants = {{"random_fifo", &random_plan, &requests, {}, 0},
+                                   {"skew_ranker", &skew_plan, &requests, {}, 0},
+                                   {"skew_oracle", &oracle_plan, &oracle_reqs, {}, 0},
+                                   {"paper_skew_ranker", &paper_plan, &requests, {}, 0},
+                                   {"paper_skew_oracle", &oracle_paper_plan, &oracle_reqs, {}, 0},
+                                   {"least_loaded_lpt_ranker", &ll_plan, &requests, {}, 0},
+                                   {"random_fifo_seed8", &random_plans[0], &requests, {}, 0},
+                                   {"random_fifo_seed9", &random_plans[1], &requests, {}, 0}};
+  // Every repeat runs every variant once (interleaved); a speed-up is the median over repeats of
+  // that repeat's Random-FIFO median (three deals) over the variant, so load drift that slows one
+  // repeat slows both sides of its ratios.
+  Rounds log("skew", isolated ? 1 : instances);
+  auto headline_of = [&](const VariantRun& r) { return isolated ? r.cpu_seconds : r.seconds; };
   for (int rep = 0; rep < reps; ++rep) {
+    log.begin_round(rep);
     for (auto& v : variants) {
-      if (rep == 0 && v.name == "random_fifo") continue;  // the first run counts
-      VariantRun r = run_variant(pool, mu, sink_lengths, *v.reqs, *v.plan, isolated);
+      // The first Random-FIFO run (which gave the oracle lengths) is repeat 0's.
+      VariantRun r = rep == 0 && v.name == "random_fifo"
+                         ? first
+                         : run_variant(pool, mu, sink_lengths, *v.reqs, *v.plan, isolated);
       for (size_t i = 0; i < truth.size(); ++i) v.mismatched += r.lengths[i] != truth[i];
       if (v.best.seconds == 0 || r.seconds < v.best.seconds) v.best = r;
-      if (v.best_cpu.cpu_seconds == 0 || r.cpu_seconds < v.best_cpu.cpu_seconds) v.best_cpu = r;
+      log.add(v.name, headline_of(r));
+      log.add(v.name + ".wall", r.seconds);
     }
-  }
-  // The headline time: instance CPU time when isolated, wall time when concurrent.
-  auto headline = [&](const Variant& v) {
-    return isolated ? v.best_cpu.cpu_seconds : v.best.seconds;
-  };
-  std::vector<double> random_headline, random_wall;
-  for (const auto& v : variants) {
-    if (v.name.starts_with("random_fifo")) {
-      random_headline.push_back(headline(v));
-      random_wall.push_back(v.best.seconds);
+    std::vector<double> deals, deals_wall;
+    for (const auto& v : variants) {
+      if (!v.name.starts_with("random_fifo")) continue;
+      deals.push_back(log.values(v.name).back());
+      deals_wall.push_back(log.values(v.name + ".wall").back());
     }
+    log.add("random_fifo_median", core::median(deals));
+    log.add("random_fifo_median.wall", core::median(deals_wall));
   }
-  const double base = tasks::percentile(random_headline, 0.5);
-  const double base_wall = tasks::percentile(random_wall, 0.5);
-  nlohmann::json seconds, wall, instance_seconds, instance_steps, speedup, wall_speedup, mism;
-  seconds["random_fifo_median"] = base;
+  nlohmann::json seconds, wall, instance_seconds, instance_steps, speedup, speedup_rounds,
+      wall_speedup, mism;
+  seconds["random_fifo_median"] = log.median("random_fifo_median");
   for (const auto& v : variants) {
-    seconds[v.name] = headline(v);
-    wall[v.name] = v.best.seconds;
+    seconds[v.name] = log.median(v.name);
+    wall[v.name] = log.median(v.name + ".wall");
     instance_seconds[v.name] = v.best.instance_seconds;
     instance_steps[v.name] = v.best.instance_steps;
-    speedup[v.name] = base / headline(v);
-    wall_speedup[v.name] = base_wall / v.best.seconds;
+    speedup_rounds[v.name] = log.ratio("random_fifo_median", v.name);
+    speedup[v.name] = speedup_rounds[v.name]["median"];
+    wall_speedup[v.name] = log.ratio_median("random_fifo_median.wall", v.name + ".wall");
     mism[v.name] = v.mismatched;
   }
   if (truth_out) *truth_out = truth;
   return {{"instances", instances},
           {"seconds", seconds},
           {"speedup", speedup},
+          {"speedup_rounds", speedup_rounds},
+          {"load", log.load_json()},
           {"wall_seconds", wall},
           {"wall_speedup", wall_speedup},
           {"instance_wall_seconds", instance_seconds},

@@ -32,4 +32,8 @@ std::string openblas_core_name();
 // Number of cores this process may use (sched affinity), at least 1.
 int available_cores();
 
+// CPU seconds the calling thread has run. Beside a wall-clock time it tells work from waiting for a
+// core that other processes hold (the machine is shared).
+double thread_cpu_seconds();
+
 }  // namespace streamrl::core

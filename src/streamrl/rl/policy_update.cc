@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "streamrl/core/errors.h"
+#include "streamrl/core/threads.h"
 #include "streamrl/rl/loss_aggregation.h"
 #include "streamrl/rl/sequences.h"
 
@@ -116,6 +117,7 @@ void PolicyStep::run_buffered(bool full_only) {
 
 void PolicyStep::run_micro_batch(const std::vector<const ScoredSample*>& rows) {
   const auto t0 = Clock::now();
+  const double cpu0 = core::thread_cpu_seconds();
   telemetry::ScopedSpan span(trace_, trace_track_, "micro-batch");
   span.args() = {{"samples", rows.size()}};
   std::vector<std::vector<int32_t>> prompts, outputs;
@@ -160,11 +162,13 @@ void PolicyStep::run_micro_batch(const std::vector<const ScoredSample*>& rows) {
   result_.metrics.merge(lo.metrics);
   result_.micro_batches += 1;
   result_.seconds += seconds_since(t0);
+  result_.cpu_seconds += core::thread_cpu_seconds() - cpu0;
 }
 
 UpdateResult PolicyStep::finish(double lr, double grad_clip) {
   flush();
   const auto t0 = Clock::now();
+  const double cpu0 = core::thread_cpu_seconds();
   if (group_ && group_->world_size() > 1) {
     dist::all_reduce_gradients(*group_, model_->parameters());
     PolicyLossMetrics& m = result_.metrics;
@@ -213,6 +217,7 @@ UpdateResult PolicyStep::finish(double lr, double grad_clip) {
   }
   optimizer_.step();
   result_.seconds += seconds_since(t0);
+  result_.cpu_seconds += core::thread_cpu_seconds() - cpu0;
   return result_;
 }
 

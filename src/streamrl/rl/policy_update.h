@@ -44,7 +44,8 @@ struct UpdateResult {
   int64_t micro_batches = 0;
   int64_t tokens = 0;           // output tokens in the global count (skipped samples included)
   int64_t skipped_samples = 0;  // zero-advantage samples that needed no forward/backward
-  double seconds = 0;  // forward/backward and optimizer step, excluding waits between add()s
+  double seconds = 0;      // forward/backward and optimizer step, excluding waits between add()s
+  double cpu_seconds = 0;  // the calling thread's CPU time in the same spans
 };
 
 // One optimizer step assembled from samples as they arrive. Each micro-batch's loss is summed

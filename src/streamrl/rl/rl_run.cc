@@ -643,6 +643,7 @@ nlohmann::json run_rl(const RlRunConfig& c, const std::string& resolved_config_y
           {"sample_work", st.sample_work_s},
           {"reference", st.reference_s},
           {"train", up.seconds},
+          {"train_cpu", up.cpu_seconds},  // the trainer thread's CPU time in those spans
           {"weight_update", st.weight_update_s},
           {"trainer_wait", st.wait_s},
           {"iteration", iter_s}}},
