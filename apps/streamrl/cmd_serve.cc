@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "commands.h"
+#include "streamrl/core/errors.h"
 #include "streamrl/core/log.h"
 #include "streamrl/engine/engine.h"
 #include "streamrl/model/checkpoint.h"
@@ -81,7 +82,22 @@ void add_serve(CLI::App& root, CommandList& out) {
          d.temperature = model::default_temperature(gen, d.temperature);
          d.top_p = gen.top_p.value_or(d.top_p);
          d.top_k = gen.top_k.value_or(d.top_k);
-         d.stop_token_ids = rl::PromptEncoder::for_checkpoint(*tok, a->ckpt).stop_ids();
+         // With a chat template, /v1/chat/completions renders messages with it and its
+         // end-of-turn token stops generation too.
+         std::shared_ptr<const rl::PromptEncoder> chat;
+         try {
+           chat = std::make_shared<const rl::PromptEncoder>(
+               rl::PromptEncoder::for_chat(*tok, a->ckpt));
+         } catch (const InputError& e) {
+           SLOG(kInfo) << "serve: no chat completions (" << e.what() << ")";
+         }
+         d.stop_token_ids =
+             chat ? chat->stop_ids() : rl::PromptEncoder::for_checkpoint(*tok, a->ckpt).stop_ids();
+         if (chat) {
+           a->server.chat_encoder = [chat](const std::vector<tokenizer::ChatMessage>& messages) {
+             return chat->chat_prompt_ids(messages);
+           };
+         }
          engine::Engine engine(std::move(lm), a->engine);
          server::Server srv(engine, *tok, a->server);
          const std::string url = "http://" + a->server.host + ":" + std::to_string(srv.port());

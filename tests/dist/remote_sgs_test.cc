@@ -23,6 +23,7 @@
 #include <thread>
 
 #include "run_binary.h"
+#include "sgs_fixtures.h"
 #include "streamrl/core/errors.h"
 #include "streamrl/dist/launcher.h"
 #include "streamrl/model/checkpoint.h"
@@ -32,79 +33,7 @@ namespace streamrl::dist {
 namespace {
 
 using namespace std::chrono_literals;
-
-model::CausalLM tiny_model(uint64_t seed) { return testing_util::tiny_model(seed, 100, 1024); }
-
-// One SGS instance: an engine behind the HTTP server on a free port.
-struct Instance {
-  explicit Instance(uint64_t seed) {
-    engine::EngineConfig ec;
-    ec.max_batch_size = 16;
-    ec.max_seq_len = 1024;
-    engine = std::make_unique<engine::Engine>(tiny_model(seed), ec);
-    server::ServerConfig sc;
-    sc.threads = 1;
-    server = std::make_unique<server::Server>(*engine, *tok, sc);
-    url = "http://127.0.0.1:" + std::to_string(server->port());
-  }
-  std::unique_ptr<tokenizer::Tokenizer> tok = tokenizer::make_tokenizer("char");
-  std::unique_ptr<engine::Engine> engine;
-  std::unique_ptr<server::Server> server;
-  std::string url;
-};
-
-// Thread-safe collector of samples.
-struct Inbox {
-  void push(engine::Sample&& s) {
-    std::lock_guard<std::mutex> lock(mu);
-    samples.push_back(std::move(s));
-    cv.notify_all();
-  }
-  bool wait_for(size_t n, std::chrono::seconds timeout = 60s) {
-    std::unique_lock<std::mutex> lock(mu);
-    return cv.wait_for(lock, timeout, [&] { return samples.size() >= n; });
-  }
-  size_t size() {
-    std::lock_guard<std::mutex> lock(mu);
-    return samples.size();
-  }
-  std::mutex mu;
-  std::condition_variable cv;
-  std::vector<engine::Sample> samples;
-};
-
-engine::Request request(int64_t id, int n, int max_new_tokens, Inbox* inbox = nullptr) {
-  engine::Request r;
-  r.request_id = id;
-  r.prompt_ids = {1, static_cast<int32_t>(5 + id % 50), 7};
-  r.n = n;
-  r.params.max_new_tokens = max_new_tokens;
-  r.params.seed = 1000 + id;
-  if (inbox) r.on_sample = [inbox](engine::Sample&& s) { inbox->push(std::move(s)); };
-  return r;
-}
-
-// Eight requests of 2 samples: 0 and 1 end after one token, the rest run 300. Placement
-// alternates between two instances, so when the first sample arrives the first instance still
-// holds requests 2, 4 and 6. Fills `n_of` with each request's sample count.
-std::vector<engine::Request> two_short_then_long(std::map<int64_t, int>* n_of) {
-  std::vector<engine::Request> reqs;
-  for (int64_t id = 0; id < 8; ++id) {
-    reqs.push_back(request(id, 2, id < 2 ? 1 : 300));
-    (*n_of)[id] = 2;
-  }
-  return reqs;
-}
-
-RemoteSgsOptions fast_options() {
-  RemoteSgsOptions o;
-  o.connect_timeout_s = 2;
-  o.stream_idle_timeout_s = 30;
-  o.weight_timeout_s = 10;
-  o.health_timeout_s = 2;
-  o.health_interval_s = 0;
-  return o;
-}
+using namespace sgs_testing;  // NOLINT: the shared fixtures of sgs_fixtures.h
 
 TEST(RemoteSgsClient, SamplesStreamBackPerRequest) {
   Instance inst(1);
@@ -205,20 +134,6 @@ TEST(RemoteSgsClient, DeadUrlIsOneClearError) {
   EXPECT_TRUE(client.unfinished().empty());
 }
 
-// Every request's samples arrived exactly once, with indices 0..n-1.
-void expect_complete_groups(const std::vector<engine::Sample>& samples,
-                            const std::map<int64_t, int>& n_of) {
-  std::map<int64_t, std::set<int32_t>> got;
-  for (const auto& s : samples) {
-    EXPECT_TRUE(got[s.request_id].insert(s.sample_index).second)
-        << "request " << s.request_id << " sample " << s.sample_index << " arrived twice";
-  }
-  for (const auto& [id, n] : n_of) {
-    ASSERT_EQ(got[id].size(), static_cast<size_t>(n)) << "request " << id;
-    EXPECT_EQ(*got[id].rbegin(), n - 1) << "request " << id;
-  }
-}
-
 TEST(RemoteSgsPool, DyingInstanceLosesNoRequest) {
   Instance a(1), b(1);
   Inbox inbox;
@@ -240,7 +155,7 @@ TEST(RemoteSgsPool, DyingInstanceLosesNoRequest) {
 
   // The survivor still takes weights; the dead one is skipped.
   pool.update_weights(1, tiny_model(3)->named_weights());
-  EXPECT_EQ(b.engine->stats().weight_version, 1);
+  EXPECT_EQ(b.server_version(), 1);  // installed; the engine swaps at its next step
 }
 
 TEST(RemoteSgsPool, UnreachableInstanceIsSkippedAndAllDeadIsAnError) {
@@ -276,27 +191,6 @@ TEST(RemoteSgsPool, UnreachableInstanceIsSkippedAndAllDeadIsAnError) {
   EXPECT_THROW(pool.submit({request(10, 1, 4)}), RuntimeFailure);
 }
 
-// A host that vanished: TCP connections complete (the kernel's backlog) but nothing ever answers.
-class BlackHole {
- public:
-  BlackHole() {
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in sa{};
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof sa;
-    EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
-    EXPECT_EQ(listen(fd_, 64), 0);
-    getsockname(fd_, reinterpret_cast<sockaddr*>(&sa), &len);
-    url = "http://127.0.0.1:" + std::to_string(ntohs(sa.sin_port));
-  }
-  ~BlackHole() { close(fd_); }
-  std::string url;
-
- private:
-  int fd_ = -1;
-};
-
 TEST(RemoteSgsPool, SilentInstanceFailsItsHealthCheckAndLosesNoRequest) {
   BlackHole silent;
   Instance live(1);
@@ -308,11 +202,7 @@ TEST(RemoteSgsPool, SilentInstanceFailsItsHealthCheckAndLosesNoRequest) {
   RemoteSgsPool pool({silent.url, live.url}, o,
                      [&](engine::Sample&& s) { inbox.push(std::move(s)); });
   std::map<int64_t, int> n_of;
-  std::vector<engine::Request> reqs;
-  for (int64_t id = 0; id < 4; ++id) {
-    reqs.push_back(request(id, 2, 6));
-    n_of[id] = 2;
-  }
+  std::vector<engine::Request> reqs = four_pairs(&n_of);
   const auto start = std::chrono::steady_clock::now();
   pool.submit(std::move(reqs));
   ASSERT_TRUE(inbox.wait_for(8, 20s)) << inbox.size() << " of 8 samples";

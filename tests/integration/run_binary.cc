@@ -135,6 +135,10 @@ std::string ServeProcess::wait_for_url() {
   return "";
 }
 
+void ServeProcess::send_signal(int sig) {
+  if (pid_ > 0) kill(pid_, sig);
+}
+
 void ServeProcess::kill_now() {
   if (pid_ <= 0) return;
   kill(pid_, SIGKILL);

@@ -39,6 +39,8 @@ class ServeProcess {
   // The URL of its {"url": ...} startup line; "" when none came within 120 s.
   std::string wait_for_url();
   void kill_now();
+  // Sends `sig` (e.g. SIGSTOP to freeze the process, SIGCONT to thaw it).
+  void send_signal(int sig);
 
  private:
   pid_t pid_ = -1;

@@ -54,19 +54,40 @@ TEST(TokenPieces, SplitCharacterGoesToTheTokenThatCompletesIt) {
   EXPECT_EQ(pieces.back(), "\xEF\xBF\xBD");
 }
 
-TEST(StopSequences, CutBeforeEarliestMatchAndKeepTheCompletingToken) {
-  const std::vector<std::string> pieces = {"The", " an", "swer", " is", "\n\n", "42"};
-  StopResult r = apply_stop_sequences(pieces, {"is", "\n"});
-  EXPECT_TRUE(r.stopped);
-  EXPECT_EQ(r.text, "The answer ");
-  EXPECT_EQ(r.tokens, 4u);  // " is" completed the match
-  r = apply_stop_sequences(pieces, {"nsw"});
-  EXPECT_EQ(r.text, "The a");
-  EXPECT_EQ(r.tokens, 3u);  // the match spans " an" and "swer"
-  r = apply_stop_sequences(pieces, {"zzz"});
-  EXPECT_FALSE(r.stopped);
-  EXPECT_EQ(r.text, "The answer is\n\n42");
-  EXPECT_EQ(r.tokens, pieces.size());
+// Streams `text` through a ChoiceText token by token (char tokenizer); returns the released text
+// per token, then what finish() released, joined by '|'.
+std::string stream_choice(const std::string& text, const std::vector<std::string>& stop,
+                          bool* stopped, std::string* tokens) {
+  auto tok = tokenizer::make_tokenizer("char");
+  ChoiceText choice(*tok, stop);
+  std::string out;
+  for (int32_t id : tok->encode(text)) {
+    ChoiceDelta d = choice.add(id, -1.0f, {});
+    for (const auto& t : d.tokens) *tokens += t.piece;
+    out += d.text + "|";
+  }
+  ChoiceDelta d = choice.finish();
+  for (const auto& t : d.tokens) *tokens += t.piece;
+  *stopped = choice.stopped();
+  return out + d.text;
+}
+
+TEST(ChoiceText, HoldsWhatMayBeginAStopSequenceAndNeverReleasesTheMatch) {
+  bool stopped = false;
+  std::string tokens;
+  // "c" may begin "cd": held, then the match ends the choice; nothing after it comes out.
+  EXPECT_EQ(stream_choice("abcde", {"cd"}, &stopped, &tokens), "a|b||||");
+  EXPECT_TRUE(stopped);
+  EXPECT_EQ(tokens, "ab");
+  // "c" may begin "cx", but "d" shows it does not: both come out together.
+  tokens.clear();
+  EXPECT_EQ(stream_choice("abcd", {"cx"}, &stopped, &tokens), "a|b||cd|");
+  EXPECT_FALSE(stopped);
+  EXPECT_EQ(tokens, "abcd");
+  // A held prefix at the end of the sample comes out at finish().
+  tokens.clear();
+  EXPECT_EQ(stream_choice("abc", {"cx"}, &stopped, &tokens), "a|b||c");
+  EXPECT_EQ(tokens, "abc");
 }
 
 }  // namespace

@@ -100,39 +100,111 @@ TEST_F(OpenAiApi, BadFieldsAreNamed) {
   }
 }
 
-TEST_F(OpenAiApi, ChoiceAppliesStopSequencesAndReportsLogprobs) {
-  CompletionRequest r = parse({{"prompt", {{1}, {1}}}, {"n", 2}, {"stop", "c"}, {"logprobs", 1}});
+// Feeds `text` as the tokens of sample `sample_index` of job `job`, then its end.
+void feed(CompletionChoices& choices, const tokenizer::Tokenizer& tok, size_t job,
+          int32_t sample_index, const std::string& text, bool* stop_asked = nullptr) {
+  InflightEvent e;
+  e.job = job;
+  e.sample_index = sample_index;
+  float lp = -0.1f;
+  for (int32_t id : tok.encode(text)) {
+    e.token = id;
+    e.logprob = lp;
+    lp -= 0.1f;
+    e.top = {{id, e.logprob}, {tok.encode("z")[0], -5.0f}};
+    const bool stop = choices.apply(e).stop_sample;
+    if (stop_asked) *stop_asked |= stop;
+  }
   engine::Sample s;
-  s.sample_index = 1;
-  s.output_ids = tok_->encode("abcd");
-  s.logprobs = {-0.1f, -0.2f, -0.3f, -0.4f};
+  s.sample_index = sample_index;
   s.finish_reason = engine::FinishReason::kLength;
-  Choice c = make_choice(s, 1, r, *tok_);
-  EXPECT_EQ(c.json["index"], 3);  // job 1, sample 1, n = 2
-  EXPECT_EQ(c.json["text"], "ab");
-  EXPECT_EQ(c.json["finish_reason"], "stop");
-  EXPECT_EQ(c.completion_tokens, 3);
-  EXPECT_EQ(c.json["logprobs"]["tokens"], nlohmann::json({"a", "b", "c"}));
-  EXPECT_EQ(c.json["logprobs"]["text_offset"], nlohmann::json({0, 1, 2}));
-  EXPECT_TRUE(c.json["logprobs"]["top_logprobs"].is_null());
-  EXPECT_FLOAT_EQ(c.json["logprobs"]["token_logprobs"][2].get<float>(), -0.3f);
+  e.sample = s;
+  choices.apply(e);
+}
 
-  r.stop.clear();
-  r.logprobs = -1;
-  c = make_choice(s, 0, r, *tok_);
-  EXPECT_EQ(c.json["text"], "abcd");
-  EXPECT_EQ(c.json["finish_reason"], "length");
-  EXPECT_TRUE(c.json["logprobs"].is_null());
+TEST_F(OpenAiApi, ChoicesStopBeforeTheMatchAndReportLogprobs) {
+  CompletionRequest r = parse({{"prompt", {{1}, {1}}}, {"n", 2}, {"stop", "c"}, {"logprobs", 1}});
+  EXPECT_EQ(r.jobs[0].params.top_logprobs, 1);
+  CompletionChoices choices(r, *tok_);
+  bool stop_asked = false;
+  feed(choices, *tok_, 1, 1, "abcd", &stop_asked);
+  feed(choices, *tok_, 0, 0, "xy");
+  EXPECT_TRUE(stop_asked);  // the engine is told to finish the sample at "c"
+  auto all = choices.choices();
+  ASSERT_EQ(all.size(), 4u);
+  const auto& c = all[3];  // job 1, sample 1, n = 2
+  EXPECT_EQ(c["index"], 3);
+  EXPECT_EQ(c["text"], "ab");
+  EXPECT_EQ(c["finish_reason"], "stop");
+  EXPECT_EQ(c["logprobs"]["tokens"], nlohmann::json({"a", "b"}));
+  EXPECT_EQ(c["logprobs"]["text_offset"], nlohmann::json({0, 1}));
+  EXPECT_FLOAT_EQ(c["logprobs"]["token_logprobs"][1].get<float>(), -0.2f);
+  EXPECT_FLOAT_EQ(c["logprobs"]["top_logprobs"][1]["b"].get<float>(), -0.2f);
+  EXPECT_EQ(all[0]["text"], "xy");
+  EXPECT_EQ(all[0]["finish_reason"], "length");
+  EXPECT_EQ(choices.completion_tokens(), 4);
+}
+
+TEST_F(OpenAiApi, ChatRequestsUseTheTemplateAndStreamDeltas) {
+  std::vector<tokenizer::ChatMessage> seen;
+  ChatEncoder encode = [&](const std::vector<tokenizer::ChatMessage>& m) {
+    seen = m;
+    return std::vector<int32_t>{1, 2, 3};
+  };
+  const nlohmann::json body = {{"model", "m"},
+                               {"messages", {{{"role", "user"}, {"content", "hi"}}}},
+                               {"logprobs", true},
+                               {"top_logprobs", 2},
+                               {"max_completion_tokens", 5},
+                               {"stream", true}};
+  CompletionRequest r = parse_chat_request(body.dump(), *tok_, encode, 64);
+  EXPECT_TRUE(r.chat);
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].content, "hi");
+  EXPECT_EQ(r.jobs.at(0).prompt_ids, (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(r.jobs[0].params.max_new_tokens, 5);
+  EXPECT_EQ(r.jobs[0].params.top_logprobs, 2);
+  // Without max_tokens a chat completion may fill the context.
+  nlohmann::json open = body;
+  open.erase("max_completion_tokens");
+  EXPECT_EQ(parse_chat_request(open.dump(), *tok_, encode, 64).jobs[0].params.max_new_tokens, 61);
+
+  CompletionChoices choices(r, *tok_);
+  InflightEvent e;
+  e.token = tok_->encode("o")[0];
+  auto first = choices.apply(e).chunk_choices;
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0]["delta"]["role"], "assistant");
+  EXPECT_EQ(first[0]["delta"]["content"], "o");
+  EXPECT_EQ(first[0]["logprobs"]["content"][0]["token"], "o");
+  auto second = choices.apply(e).chunk_choices;
+  EXPECT_FALSE(second.at(0)["delta"].contains("role"));
+  auto chunk = completion_response(r, {"chatcmpl-1", 5, "m"}, second, nullptr, true);
+  EXPECT_EQ(chunk["object"], "chat.completion.chunk");
+
+  EXPECT_THROW(parse_chat_request(body.dump(), *tok_, nullptr, 64), InputError);  // no template
+  nlohmann::json bad = body;
+  bad["messages"] = {{{"role", "wizard"}, {"content", "x"}}};
+  EXPECT_THROW(parse_chat_request(bad.dump(), *tok_, encode, 64), InputError);
+  bad = body;
+  bad["tools"] = nlohmann::json::array({nlohmann::json::object()});
+  EXPECT_THROW(parse_chat_request(bad.dump(), *tok_, encode, 64), InputError);
 }
 
 TEST_F(OpenAiApi, ResponseAndErrorShapes) {
+  CompletionRequest r = parse({{"prompt", "a"}});
   CompletionMeta meta{"cmpl-x", 100, "tiny"};
-  auto j = completion_response(meta, {}, usage_json(3, 4));
+  auto j = completion_response(r, meta, {}, usage_json(3, 4), false);
   EXPECT_EQ(j["object"], "text_completion");
   EXPECT_EQ(j["usage"]["total_tokens"], 7);
+  r.chat = true;
+  EXPECT_EQ(completion_response(r, meta, {}, nullptr, false)["object"], "chat.completion");
   auto e = error_json("bad", "invalid_request_error");
   EXPECT_EQ(e["error"]["message"], "bad");
   EXPECT_EQ(e["error"]["type"], "invalid_request_error");
+  auto models = models_json("tiny", 7, 64);
+  EXPECT_EQ(models["data"][0]["id"], "tiny");
+  EXPECT_EQ(models["data"][0]["object"], "model");
 }
 
 }  // namespace

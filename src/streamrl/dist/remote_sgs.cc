@@ -50,6 +50,8 @@ engine::Sample sample_of(const nlohmann::json& j) {
 
 nlohmann::json request_json(const engine::Request& r) {
   const auto& p = r.params;
+  const uint64_t seed = p.seed ^ (static_cast<uint64_t>(r.request_id) * 0x9E3779B97F4A7C15ull +
+                                  0x632BE59BD9B4E019ull);
   // ignore_eos: the request's stop ids are the whole list, as for an in-process engine.
   return {{"id", r.request_id},
           {"prompt_ids", r.prompt_ids},
@@ -58,7 +60,7 @@ nlohmann::json request_json(const engine::Request& r) {
           {"temperature", p.temperature},
           {"top_p", p.top_p},
           {"top_k", p.top_k},
-          {"seed", p.seed},
+          {"seed", seed},
           {"stop_token_ids", p.stop_token_ids},
           {"length_estimate", r.length_estimate},
           {"ignore_eos", true}};
@@ -75,6 +77,26 @@ std::string error_message(const std::string& body) {
 }
 
 }  // namespace
+
+RemoteSgsOptions RemoteSgsOptions::read(const core::Config& section) {
+  RemoteSgsOptions o;
+  section.get("connect_timeout_s", o.connect_timeout_s);
+  section.get("stream_idle_timeout_s", o.stream_idle_timeout_s);
+  section.get("weight_timeout_s", o.weight_timeout_s);
+  section.get("health_timeout_s", o.health_timeout_s);
+  section.get("health_interval_s", o.health_interval_s);
+  const std::string p = section.prefix().empty() ? "" : section.prefix() + ".";
+  for (const auto& [key, v] : {std::pair{"connect_timeout_s", o.connect_timeout_s},
+                               {"stream_idle_timeout_s", o.stream_idle_timeout_s},
+                               {"weight_timeout_s", o.weight_timeout_s},
+                               {"health_timeout_s", o.health_timeout_s}}) {
+    if (!(v > 0)) throw InputError("config key '" + p + key + "' must be > 0");
+  }
+  if (!(o.health_interval_s >= 0)) {
+    throw InputError("config key '" + p + "health_interval_s' must be >= 0 (0 = no checks)");
+  }
+  return o;
+}
 
 RemoteSgsClient::RemoteSgsClient(std::string url, RemoteSgsOptions options,
                                  FailureCallback on_failure)
@@ -137,7 +159,9 @@ void RemoteSgsClient::submit(std::vector<engine::Request> requests) {
     }
     stream->http = make_http(options_.stream_idle_timeout_s);
     Stream* raw = stream.get();
-    std::string body = nlohmann::json{{"requests", std::move(list)}}.dump();
+    nlohmann::json payload = {{"requests", std::move(list)}};
+    if (!options_.run_id.empty()) payload["run_id"] = options_.run_id;
+    std::string body = payload.dump();
     streams_.push_back(std::move(stream));
     raw->thread = std::thread(
         [this, raw, body = std::move(body)]() mutable { run_stream(raw, std::move(body)); });
@@ -186,6 +210,7 @@ void RemoteSgsClient::run_stream(Stream* stream, std::string body) {
     error = "connection failed (" + httplib::to_string(res.error()) + ")";
   } else if (error.empty() && res->status != 200) {
     error = "HTTP " + std::to_string(res->status);
+    if (!res->body.empty()) error += ": " + error_message(res->body);
   }
   if (!error.empty() && !aborting_.load()) error = "remote SGS " + url_ + ": /generate: " + error;
   fail_stream(stream, error);
@@ -200,6 +225,9 @@ std::string RemoteSgsClient::handle_line(const std::string& line) {
     s = sample_of(j);
   } catch (const std::exception& e) {
     return std::string("bad sample line: ") + e.what();
+  }
+  if (!options_.run_id.empty() && j.value("run_id", "") != options_.run_id) {
+    return "sample of run '" + j.value("run_id", "") + "', not of run '" + options_.run_id + "'";
   }
   if (s.finish_reason == engine::FinishReason::kAborted) return "";  // stays undelivered
   engine::SampleCallback deliver;
@@ -284,25 +312,22 @@ std::string RemoteSgsClient::error() const {
 }
 
 void RemoteSgsClient::push_weight_buckets(const std::vector<std::string>& buckets) {
-  const auto deadline =
-      Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                         std::chrono::duration<double>(options_.weight_timeout_s));
   const std::string what = "remote SGS " + url_ + ": weight update";
+  httplib::Headers headers;
+  if (!options_.run_id.empty()) headers.emplace("X-Streamrl-Run", options_.run_id);
+  auto http = make_http(options_.weight_timeout_s);
   for (size_t i = 0; i < buckets.size(); ++i) {
-    const double left = std::chrono::duration<double>(deadline - Clock::now()).count();
-    if (left <= 0) {
-      throw TimeoutError(what + " timed out after " + std::to_string(options_.weight_timeout_s) +
-                         " s (" + std::to_string(i) + " of " + std::to_string(buckets.size()) +
-                         " buckets sent)");
-    }
-    auto http = make_http(left);
-    auto res = http->Post("/update_weights", buckets[i], "application/octet-stream");
+    const auto t0 = Clock::now();
+    auto res = http->Post("/update_weights", headers, buckets[i], "application/octet-stream");
     if (!res) {
-      const bool late = Clock::now() >= deadline;
       const std::string msg = what + " failed at bucket " + std::to_string(i) + " of " +
                               std::to_string(buckets.size()) + " (" +
                               httplib::to_string(res.error()) + ")";
-      if (late) throw TimeoutError(msg);
+      const double waited = std::chrono::duration<double>(Clock::now() - t0).count();
+      if (res.error() == httplib::Error::Read || waited >= options_.weight_timeout_s) {
+        throw TimeoutError(msg + ": no answer within " + std::to_string(options_.weight_timeout_s) +
+                           " s (sgs.weight_timeout_s)");
+      }
       throw RuntimeFailure(msg);
     }
     if (res->status != 200) {

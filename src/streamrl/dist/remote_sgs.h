@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "streamrl/core/config.h"
 #include "streamrl/engine/engine.h"
 
 namespace httplib {
@@ -27,22 +28,30 @@ class Client;
 
 namespace streamrl::dist {
 
+// Every wait on a `streamrl serve` process is bounded by one of these (config keys under `sgs:`,
+// see read()); the defaults notice a frozen instance (SIGSTOP, a hung host) within about 10 s.
 struct RemoteSgsOptions {
+  // The trainer run these weights and requests belong to, sent with both: an instance refuses
+  // requests of another run than the one whose weights it holds, and takes any run's weights.
+  // "" = RemoteSgsPool draws a fresh id, so a new or resumed trainer process is a new run.
+  std::string run_id;
   double connect_timeout_s = 5;
-  // Longest silence allowed on a generate stream: a server sends nothing between finished samples,
-  // so this must exceed the longest sample's generation time (and at most the server's own
-  // --request-timeout is useful).
-  double stream_idle_timeout_s = 600;
-  double weight_timeout_s = 120;  // whole weight update (all buckets) to one instance
+  // Longest silence on a generate stream; the server sends an empty line after each second
+  // without a finished sample, so only a frozen or vanished server stays silent this long.
+  double stream_idle_timeout_s = 10;
+  double weight_timeout_s = 10;  // longest wait for one weight bucket's answer
   double health_timeout_s = 5;
   // RemoteSgsPool checks /health of each instance with work outstanding this often and fails the
   // streams of one that does not answer within health_timeout_s; 0 = never (only stream errors
-  // and idle timeouts count). A server answers health on a free HTTP thread, so keep the open
-  // streams per instance below its HTTP threads (ServerConfig::http_threads, 32; each submit() of
-  // up to max_requests_per_post requests holds one stream).
-  double health_interval_s = 10;
+  // and idle timeouts count). A server answers health off its generation path.
+  double health_interval_s = 3;
   size_t max_bucket_bytes = size_t{8} << 20;  // weight bucket size; the server takes up to 64 MiB
   size_t max_requests_per_post = 64;          // a larger batch goes out as several streams
+
+  // Reads connect_timeout_s, stream_idle_timeout_s, weight_timeout_s, health_timeout_s and
+  // health_interval_s of `section` (a run config's `sgs:`) over the defaults; InputError for a
+  // value that is not positive (health_interval_s may be 0).
+  static RemoteSgsOptions read(const core::Config& section);
 };
 
 // Requests of an instance that failed, each with `n` reduced to the samples it had not delivered.
@@ -74,9 +83,11 @@ class RemoteSgsClient {
   const std::string& url() const { return url_; }
 
   // Sends `requests` (prompt ids, n, sampling params, length estimate) as one or more POSTs on new
-  // client threads and returns at once. Each finished sample goes to its request's `on_sample`,
-  // on that client thread, with the request's `request_id`. Throws InputError for a request
-  // without on_sample or prompt, or a request id that is already outstanding here.
+  // client threads and returns at once. The request id is folded into the seed sent, so equal
+  // prompts of one batch draw different samples (the server keys randomness by prompt). Each
+  // finished sample goes to its request's `on_sample`, on that client thread, with the request's
+  // `request_id`. Throws InputError for a request without on_sample or prompt, or a request id that
+  // is already outstanding here.
   void submit(std::vector<engine::Request> requests);
 
   // Ids of the requests sent and not yet complete (in flight, not failed).
@@ -91,9 +102,10 @@ class RemoteSgsClient {
   // still wait for bytes that will not come (a vanished host sends no reset).
   void abort_streams(const std::string& why);
 
-  // Pushes the weight buckets (from encode_weight_buckets) of one version, in order, and returns
-  // once the instance has installed them. Throws TimeoutError past weight_timeout_s and
-  // RuntimeFailure (naming the URL) for an unreachable instance or a rejected bucket.
+  // Pushes the weight buckets (from encode_weight_buckets) of one version, in order, as run
+  // options.run_id, and returns once the instance has installed them. Throws TimeoutError when a
+  // bucket gets no answer within weight_timeout_s and RuntimeFailure (naming the URL) for an
+  // unreachable instance or a rejected bucket.
   void push_weight_buckets(const std::vector<std::string>& buckets);
   // encode_weight_buckets(version, tensors, max_bucket_bytes), then push_weight_buckets.
   void update_weights(int64_t version,

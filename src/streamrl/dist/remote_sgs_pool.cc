@@ -2,6 +2,7 @@
 // remote_sgs_pool.h).
 #include "streamrl/dist/remote_sgs_pool.h"
 
+#include <random>
 #include <thread>
 
 #include "streamrl/core/errors.h"
@@ -9,16 +10,29 @@
 #include "streamrl/dist/weight_wire.h"
 
 namespace streamrl::dist {
+namespace {
+
+RemoteSgsOptions with_run_id(RemoteSgsOptions o) {
+  if (o.run_id.empty()) {
+    std::random_device rd;
+    char buf[24];
+    std::snprintf(buf, sizeof buf, "run-%08x%08x", rd(), rd());
+    o.run_id = buf;
+  }
+  return o;
+}
+
+}  // namespace
 
 RemoteSgsPool::RemoteSgsPool(const std::vector<std::string>& urls, RemoteSgsOptions options,
                              SampleCallback on_sample)
-    : options_(options), on_sample_(std::move(on_sample)) {
+    : options_(with_run_id(std::move(options))), on_sample_(std::move(on_sample)) {
   if (urls.empty()) throw InputError("remote SGS pool: no instance URLs");
   dead_.assign(urls.size(), false);
   errors_.assign(urls.size(), "");
   for (size_t i = 0; i < urls.size(); ++i) {
     clients_.push_back(std::make_unique<RemoteSgsClient>(
-        urls[i], options, [this, i](FailedRequests f) { on_failure(i, std::move(f)); }));
+        urls[i], options_, [this, i](FailedRequests f) { on_failure(i, std::move(f)); }));
   }
   if (options_.health_interval_s > 0) watchdog_ = std::thread([this] { watch_health(); });
 }
@@ -41,7 +55,7 @@ void RemoteSgsPool::mark_dead(size_t instance, const std::string& error) {
   errors_[instance] = error;
 }
 
-std::optional<double> RemoteSgsPool::busy_seconds() const {
+std::optional<double> RemoteSgsPool::busy_seconds() {
   std::vector<size_t> live;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -56,11 +70,21 @@ std::optional<double> RemoteSgsPool::busy_seconds() const {
       const double b = clients_[i]->health().busy_seconds;
       if (b < 0) return std::nullopt;
       total += b;
-    } catch (const RuntimeFailure&) {
-      return std::nullopt;  // the watchdog or the streams report the failure
+    } catch (const RuntimeFailure& e) {
+      // Asking again next iteration would stall the trainer once more: it is dead now.
+      fail_instance(i, e.what());
+      return std::nullopt;
     }
   }
   return total / static_cast<double>(live.size());
+}
+
+void RemoteSgsPool::fail_instance(size_t instance, const std::string& error) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    mark_dead(instance, error);
+  }
+  clients_[instance]->abort_streams(error);
 }
 
 void RemoteSgsPool::watch_health() {
@@ -79,11 +103,7 @@ void RemoteSgsPool::watch_health() {
       try {
         clients_[i]->health();
       } catch (const RuntimeFailure& e) {
-        {
-          std::lock_guard<std::mutex> lock(mu_);
-          mark_dead(i, e.what());
-        }
-        clients_[i]->abort_streams(e.what());
+        fail_instance(i, e.what());
       }
     }
   }

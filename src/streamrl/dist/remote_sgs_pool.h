@@ -19,7 +19,7 @@ class RemoteSgsPool {
   using SampleCallback = std::function<void(engine::Sample&&)>;
 
   // `on_sample` receives every finished sample (on client threads; it must be thread-safe).
-  // Throws InputError for no URLs.
+  // Without options.run_id the pool draws a fresh run id. Throws InputError for no URLs.
   RemoteSgsPool(const std::vector<std::string>& urls, RemoteSgsOptions options,
                 SampleCallback on_sample);
   ~RemoteSgsPool();
@@ -39,8 +39,10 @@ class RemoteSgsPool {
   // URLs of the live instances.
   std::vector<std::string> live_urls() const;
   // Mean engine busy seconds of the live instances since they started (their /health), or
-  // nullopt when one does not answer or report it.
-  std::optional<double> busy_seconds() const;
+  // nullopt when one does not answer (it is then failed, as by the watchdog) or report it.
+  std::optional<double> busy_seconds();
+  // The run id sent with weights and requests.
+  const std::string& run_id() const { return options_.run_id; }
   // Requests re-dispatched after a failure, since construction.
   int64_t redispatched_requests() const { return redispatched_.load(); }
 
@@ -53,6 +55,9 @@ class RemoteSgsPool {
   void dispatch(std::vector<engine::Request> requests);
   void on_failure(size_t instance, FailedRequests failed);
   void mark_dead(size_t instance, const std::string& error);  // requires mu_
+  // Marks an instance that stopped answering dead and fails its open streams (their requests
+  // are re-dispatched).
+  void fail_instance(size_t instance, const std::string& error);
   void watch_health();
 
   const RemoteSgsOptions options_;

@@ -20,6 +20,18 @@ int64_t reservation(const Request& r) {
   return static_cast<int64_t>(r.prompt_ids.size()) + r.params.max_new_tokens;
 }
 
+// Reports every sample of a request that never started as aborted.
+void abort_waiting(Request& r) {
+  for (int i = 0; i < r.n; ++i) {
+    Sample s;
+    s.request_id = r.request_id;
+    s.sample_index = i;
+    s.prompt_ids = r.prompt_ids;
+    s.finish_reason = FinishReason::kAborted;
+    if (r.on_sample) r.on_sample(std::move(s));
+  }
+}
+
 }  // namespace
 
 AdmissionPolicy parse_admission_policy(const std::string& name) {
@@ -32,6 +44,7 @@ struct Engine::Running {
   Sample sample;
   SamplingParams params;
   std::shared_ptr<SampleCallback> on_sample;  // shared by the request's samples
+  std::shared_ptr<TokenCallback> on_token;    // shared too; may hold an empty function
   int slot = 0;
   int64_t reserved = 0;
   uint64_t stream = 0;
@@ -99,24 +112,18 @@ void Engine::abort(int64_t request_id) {
 
 void Engine::update_weights(int64_t version, std::map<std::string, torch::Tensor> weights) {
   // Validate now, on the caller's thread, so a bad update fails its sender rather than the engine.
-  std::map<std::string, torch::Tensor> expected;
-  for (auto& [name, t] : model_->named_weights()) expected[name] = t;
-  for (const auto& [name, t] : weights) {
-    const bool tied_head = name == "lm_head.weight" && model_->config().tie_word_embeddings;
-    if (!expected.count(name) && !tied_head) {
-      throw InputError("update_weights: unexpected tensor '" + name + "'");
-    }
-  }
-  for (const auto& [name, t] : expected) {
-    auto it = weights.find(name);
-    if (it == weights.end()) throw InputError("update_weights: tensor '" + name + "' is missing");
-    if (it->second.sizes() != t.sizes()) {
-      throw InputError("update_weights: tensor '" + name + "' has the wrong shape");
-    }
-  }
+  model::check_weights(model_, weights, "update_weights v" + std::to_string(version));
   {
     std::lock_guard<std::mutex> lock(mu_);
     pending_weights_.emplace(version, std::move(weights));
+  }
+  work_cv_.notify_all();
+}
+
+void Engine::stop_sample(int64_t request_id, int32_t sample_index) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stops_.emplace_back(request_id, sample_index);
   }
   work_cv_.notify_all();
 }
@@ -129,7 +136,7 @@ void Engine::set_weight_version(int64_t version) {
 bool Engine::wait_for_work(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mu_);
   return work_cv_.wait_for(lock, timeout, [&] {
-    return !inbox_.empty() || !aborts_.empty() || pending_weights_.has_value() ||
+    return !inbox_.empty() || !aborts_.empty() || !stops_.empty() || pending_weights_.has_value() ||
            stats_.waiting_requests > 0 || stats_.running_samples > 0;
   });
 }
@@ -149,11 +156,13 @@ EngineStats Engine::stats() const {
 void Engine::apply_pending() {
   std::vector<std::pair<Request, double>> inbox;
   std::vector<int64_t> aborts;
+  std::vector<std::pair<int64_t, int32_t>> stops;
   std::optional<std::pair<int64_t, std::map<std::string, torch::Tensor>>> weights;
   {
     std::lock_guard<std::mutex> lock(mu_);
     inbox.swap(inbox_);
     aborts.swap(aborts_);
+    stops.swap(stops_);
     weights.swap(pending_weights_);
     if (pending_version_) weight_version_ = *std::exchange(pending_version_, std::nullopt);
   }
@@ -164,14 +173,7 @@ void Engine::apply_pending() {
         ++it;
         continue;
       }
-      for (int i = 0; i < it->first.n; ++i) {
-        Sample s;
-        s.request_id = id;
-        s.sample_index = i;
-        s.prompt_ids = it->first.prompt_ids;
-        s.finish_reason = FinishReason::kAborted;
-        if (it->first.on_sample) it->first.on_sample(std::move(s));
-      }
+      abort_waiting(it->first);
       it = waiting_.erase(it);
     }
     for (size_t i = 0; i < running_.size();) {
@@ -182,11 +184,45 @@ void Engine::apply_pending() {
       }
     }
   }
+  for (const auto& [id, index] : stops) {
+    for (size_t i = 0; i < running_.size(); ++i) {
+      if (running_[i]->sample.request_id == id && running_[i]->sample.sample_index == index) {
+        finish(i, FinishReason::kStop);
+        break;
+      }
+    }
+  }
   if (weights) {
+    if (last_good_.empty()) {
+      // The weights in place before the first update, should that one fail half-copied.
+      torch::NoGradGuard no_grad;
+      for (auto& [name, t] : model_->named_weights()) last_good_[name] = t.detach().clone();
+      last_good_version_ = weight_version_;
+    }
     model::load_weights(model_, weights->second,
                         "update_weights v" + std::to_string(weights->first));
     weight_version_ = weights->first;
+    last_good_ = std::move(weights->second);
+    last_good_version_ = weights->first;
   }
+}
+
+void Engine::recover() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    pending_weights_.reset();
+  }
+  while (!running_.empty()) finish(running_.size() - 1, FinishReason::kAborted);
+  for (auto& [r, arrival] : waiting_) abort_waiting(r);
+  waiting_.clear();
+  if (!last_good_.empty()) {
+    model::load_weights(model_, last_good_, "recovery (last good weights)");
+    weight_version_ = last_good_version_;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.waiting_requests = 0;
+  stats_.running_samples = 0;
+  stats_.weight_version = weight_version_;
 }
 
 size_t Engine::admit() {
@@ -209,6 +245,7 @@ size_t Engine::admit() {
     }
     reserved_tokens_ += need;
     auto cb = std::make_shared<SampleCallback>(std::move(r.on_sample));
+    auto token_cb = std::make_shared<TokenCallback>(std::move(r.on_token));
     for (int k = 0; k < r.n; ++k) {
       auto run = std::make_unique<Running>();
       run->sample.request_id = r.request_id;
@@ -218,10 +255,11 @@ size_t Engine::admit() {
       run->sample.queue_s = now - pick->second;
       run->params = r.params;
       run->on_sample = cb;
+      run->on_token = token_cb;
       run->slot = free_slots_.back();
       free_slots_.pop_back();
       run->reserved = reservation(r);
-      run->stream = sample_stream(r.request_id, k);
+      run->stream = sample_stream(static_cast<int64_t>(r.random_key.value_or(r.request_id)), k);
       running_.push_back(std::move(run));
     }
     waiting_.erase(pick);
@@ -290,6 +328,19 @@ void Engine::forward_and_sample(size_t first_new) {
     }
     r.sample.output_ids.push_back(static_cast<int32_t>(tok[i]));
     r.sample.logprobs.push_back(lp[i]);
+    if (r.params.top_logprobs > 0) {
+      auto ids = st.top_ids.accessor<int64_t, 2>();
+      auto lps = st.top_logprobs.accessor<float, 2>();
+      std::vector<TokenLogprob> top;
+      for (int64_t k = 0; k < std::min<int64_t>(r.params.top_logprobs, ids.size(1)); ++k) {
+        top.push_back({static_cast<int32_t>(ids[i][k]), lps[i][k]});
+      }
+      r.sample.top_logprobs.push_back(std::move(top));
+    }
+    if (*r.on_token) {
+      const auto* top = r.params.top_logprobs > 0 ? &r.sample.top_logprobs.back() : nullptr;
+      (*r.on_token)({r.sample.sample_index, r.sample.output_ids.back(), lp[i], top});
+    }
   }
   std::lock_guard<std::mutex> lock(mu_);
   stats_.generated_tokens += static_cast<int64_t>(running_.size());

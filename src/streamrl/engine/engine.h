@@ -47,6 +47,15 @@ struct EngineConfig {
 
 using SampleCallback = std::function<void(Sample&&)>;
 
+// One token just sampled for a running sample: what a per-token stream sends on.
+struct TokenEvent {
+  int32_t sample_index = 0;
+  int32_t token = 0;
+  float logprob = 0;
+  const std::vector<TokenLogprob>* top = nullptr;  // params.top_logprobs alternatives, or empty
+};
+using TokenCallback = std::function<void(const TokenEvent&)>;
+
 struct Request {
   int64_t request_id = 0;
   std::vector<int32_t> prompt_ids;  // non-empty
@@ -54,6 +63,12 @@ struct Request {
   SamplingParams params;
   double length_estimate = 0;  // predicted output length, for kLongestFirst
   SampleCallback on_sample;    // called on the engine thread for each finished sample
+  // When set, called on the engine thread for every token as it is sampled (before the sample's
+  // on_sample, in order); it must be quick: it runs between decode steps.
+  TokenCallback on_token;
+  // Keys the random streams of the samples (with each sample's index and params.seed); nullopt =
+  // request_id. A server sets it from the prompt, so a seed reproduces across requests.
+  std::optional<uint64_t> random_key;
 };
 
 // Counters for /metrics and profiling. A consistent snapshot.
@@ -82,9 +97,20 @@ class Engine {
   // Drops a waiting or running request; its unfinished samples are reported with kAborted.
   void abort(int64_t request_id);
 
+  // Finishes one running sample of a request at the next step with kStop (a stop sequence that
+  // only the caller can see matched); a sample that is not running is left alone.
+  void stop_sample(int64_t request_id, int32_t sample_index);
+
   // Installs new weights (HF name -> tensor) at the next step boundary; samples started afterwards
-  // carry `version`. Throws InputError at once if names or shapes do not match the model.
+  // carry `version`. Every tensor is checked here (model::check_weights), so a bad update throws
+  // InputError to its caller and never reaches the engine thread. The engine keeps a copy of the
+  // last installed weights from the first update on, for recover().
   void update_weights(int64_t version, std::map<std::string, torch::Tensor> weights);
+
+  // After step() threw, on the engine thread: every waiting and running request is aborted (its
+  // unfinished samples reported with kAborted), pending weights are dropped and the last weights
+  // installed (if an update ever was) are loaded again, so the engine can serve on.
+  void recover();
 
   // For an engine whose module another component updates in place (a colocated trainer): samples
   // started from the next step on carry `version`. Any thread.
@@ -129,9 +155,14 @@ class Engine {
   std::condition_variable work_cv_;
   std::vector<std::pair<Request, double>> inbox_;
   std::vector<int64_t> aborts_;
+  std::vector<std::pair<int64_t, int32_t>> stops_;
   std::optional<std::pair<int64_t, std::map<std::string, torch::Tensor>>> pending_weights_;
   std::optional<int64_t> pending_version_;
   EngineStats stats_;
+
+  // Engine-thread state: the last weights installed and their version, for recover().
+  std::map<std::string, torch::Tensor> last_good_;
+  int64_t last_good_version_ = 0;
 };
 
 }  // namespace streamrl::engine

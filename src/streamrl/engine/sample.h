@@ -20,6 +20,13 @@ struct SamplingParams {
   uint64_t seed = 0;                    // same seed + same inputs = same tokens, at any batch size
   int max_new_tokens = 128;             // hard cap on generated tokens
   std::vector<int32_t> stop_token_ids;  // finishing tokens (kept in output_ids)
+  int top_logprobs = 0;  // most likely alternatives reported with each output token (0 = none)
+};
+
+// A token and its log-probability (one of a sampled token's top alternatives).
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0;
 };
 
 struct Sample {
@@ -29,6 +36,9 @@ struct Sample {
   std::vector<int32_t> output_ids;
   std::vector<float> logprobs;  // [output_ids.size()] log-prob of each output token under the
                                 // sampling distribution before top-k/top-p (logits/temperature)
+  // [output_ids.size()] when params.top_logprobs > 0: that many most likely tokens at each step,
+  // most likely first, under the distribution of `logprobs`; empty otherwise.
+  std::vector<std::vector<TokenLogprob>> top_logprobs;
   FinishReason finish_reason = FinishReason::kLength;
   int64_t weight_version = 0;  // weights when the sample started; weights installed while it
                                // runs generate its later tokens (their log-probs say so)

@@ -78,6 +78,12 @@ SampledTokens sample_tokens(const torch::Tensor& logits,
   SampledTokens out;
   out.tokens = choice;
   out.logprobs = logp.gather(1, choice.unsqueeze(1)).squeeze(1);
+  int64_t top = 0;
+  for (int64_t b = 0; b < B; ++b) top = std::max<int64_t>(top, params[b]->top_logprobs);
+  if (top > 0) {
+    out.top_ids = order.narrow(1, 0, std::min(top, V));
+    out.top_logprobs = logp.gather(1, out.top_ids);
+  }
   return out;
 }
 

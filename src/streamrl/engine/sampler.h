@@ -17,6 +17,9 @@ double counter_uniform(uint64_t seed, uint64_t stream, uint64_t step);
 struct SampledTokens {
   torch::Tensor tokens;    // [B] int64
   torch::Tensor logprobs;  // [B] float, log-prob under softmax(logits / temperature)
+  // When a row asks for params.top_logprobs: [B, K] the K most likely tokens of every row (K the
+  // largest request) and their log-probs under the same distribution; undefined otherwise.
+  torch::Tensor top_ids, top_logprobs;
 };
 
 // logits [B, V] float; one SamplingParams and one uniform per row. Greedy rows (temperature 0)

@@ -52,9 +52,8 @@ std::map<std::string, std::string> checkpoint_side_files(const fs::path& dir) {
   return out;
 }
 
-void load_weights(CausalLM& model, const std::map<std::string, torch::Tensor>& weights,
-                  const std::string& source) {
-  torch::NoGradGuard no_grad;
+void check_weights(CausalLM& model, const std::map<std::string, torch::Tensor>& weights,
+                   const std::string& source) {
   std::map<std::string, torch::Tensor> expected;
   for (auto& [name, t] : model->named_weights()) expected[name] = t;
   for (const auto& [name, param] : expected) {
@@ -71,23 +70,32 @@ void load_weights(CausalLM& model, const std::map<std::string, torch::Tensor>& w
       throw InputError(source + ": tensor '" + name + "' has non-float dtype " +
                        std::string(c10::toString(it->second.scalar_type())));
     }
-    param.copy_(it->second.to(torch::kFloat32));
   }
   for (const auto& [name, t] : weights) {
     if (expected.count(name)) continue;
     // Tied checkpoints sometimes still carry lm_head.weight; it must then equal the embedding,
     // which is what the model will use.
     if (name == "lm_head.weight" && model->config().tie_word_embeddings) {
-      const torch::Tensor& emb = expected.at("model.embed_tokens.weight");
+      const torch::Tensor& emb = weights.at("model.embed_tokens.weight");
       if (t.sizes() != emb.sizes() || !t.is_floating_point() ||
-          !torch::allclose(t.to(torch::kFloat32), emb, 1e-3, 1e-3)) {
+          !torch::allclose(t.to(torch::kFloat32), emb.to(torch::kFloat32), 1e-3, 1e-3)) {
         throw InputError(source + ": tensor 'lm_head.weight' differs from the tied " +
-                         "'model.embed_tokens.weight' (config says tie_word_embeddings)");
+                         "'model.embed_tokens.weight' (config says tie_word_embeddings; send the " +
+                         "embedding only)");
       }
       continue;
     }
     throw InputError(source + ": unexpected tensor '" + name + "' (shape " + shape_str(t.sizes()) +
                      ") does not belong to this model config");
+  }
+}
+
+void load_weights(CausalLM& model, const std::map<std::string, torch::Tensor>& weights,
+                  const std::string& source) {
+  torch::NoGradGuard no_grad;
+  check_weights(model, weights, source);
+  for (auto& [name, param] : model->named_weights()) {
+    param.copy_(weights.at(name).to(torch::kFloat32));
   }
 }
 

@@ -30,8 +30,15 @@ std::map<std::string, std::string> checkpoint_side_files(const std::filesystem::
 // shapes for a missing or mis-shaped tensor. Unexpected extra tensors are an error too.
 CausalLM load_model(const std::filesystem::path& dir);
 
-// Copies `weights` (HF name -> tensor, any float dtype) into `model`, with the same checks.
-// `source` names where the weights came from, for error messages.
+// The checks of load_weights without copying anything: every tensor of the model present with its
+// shape and a float dtype, no unexpected tensor, and for a tied model an 'lm_head.weight' only when
+// it equals the 'model.embed_tokens.weight' of `weights` (the model will use that one). Throws
+// InputError naming the tensor; `source` names where the weights came from.
+void check_weights(CausalLM& model, const std::map<std::string, torch::Tensor>& weights,
+                   const std::string& source);
+
+// Copies `weights` (HF name -> tensor, any float dtype) into `model` after check_weights, so a
+// rejected set leaves the model unchanged. `source` names where the weights came from.
 void load_weights(CausalLM& model, const std::map<std::string, torch::Tensor>& weights,
                   const std::string& source);
 

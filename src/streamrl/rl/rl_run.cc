@@ -78,6 +78,7 @@ RlRunConfig RlRunConfig::from_config(const core::Config& root) {
   sgs_defaults.dispatch.policy = sgs::DispatchPolicy::kLeastLoaded;
   c.sgs = sgs::SgsConfig::read(root.section("sgs"), sgs_defaults);
   root.section("sgs").get("urls", c.sgs_urls);
+  c.sgs_remote = dist::RemoteSgsOptions::read(root.section("sgs"));
   root.section("async").get("max_staleness", c.max_staleness);
   rollout.get("sample_timeout_s", c.sample_timeout_s);
   root.section("telemetry").get("trace", c.trace);
@@ -509,11 +510,9 @@ nlohmann::json run_rl(const RlRunConfig& c, const std::string& resolved_config_y
   int64_t start_iter = 0;
   nlohmann::json curriculum_state;  // the online curriculum's outcomes at the checkpoint
   if (c.run.resume) {
-    if (auto ck = latest_checkpoint(run_dir)) {
-      model::load_weights(policy, model::read_safetensors_dir(ck->dir), ck->dir.string());
-      const nlohmann::json state = load_training_state(ck->dir, *optimizer);
-      start_iter = state.at("step").get<int64_t>();
-      curriculum_state = state.value("curriculum", nlohmann::json());
+    if (auto ck = resume_training_checkpoint(run_dir, policy, *optimizer)) {
+      start_iter = ck->state.at("step").get<int64_t>();
+      curriculum_state = ck->state.value("curriculum", nlohmann::json());
       SLOG(kInfo) << "resuming " << run_dir.string() << " from iteration " << start_iter;
     }
   } else if (latest_checkpoint(run_dir)) {
@@ -577,9 +576,10 @@ nlohmann::json run_rl(const RlRunConfig& c, const std::string& resolved_config_y
   RlLoop loop(c, task, prompts, policy, ref, *optimizer, trace, group.get());
   loop.restore_curriculum(curriculum_state);
   // With sgs.urls, `streamrl serve` processes generate and weights travel over HTTP.
-  loop.start(!c.sgs_urls.empty() ? RolloutGenerator::remote(c.sgs_urls, policy, start_iter)
-             : dedicated         ? RolloutGenerator::dedicated(policy, ec, c.sgs, start_iter)
-                                 : RolloutGenerator::colocated(policy, ec, start_iter),
+  loop.start(!c.sgs_urls.empty()
+                 ? RolloutGenerator::remote(c.sgs_urls, c.sgs_remote, policy, start_iter)
+             : dedicated ? RolloutGenerator::dedicated(policy, ec, c.sgs, start_iter)
+                         : RolloutGenerator::colocated(policy, ec, start_iter),
              start_iter);
 
   // 3. Iterations.

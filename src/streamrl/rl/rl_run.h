@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "streamrl/core/config.h"
+#include "streamrl/dist/remote_sgs.h"
 #include "streamrl/rl/evaluate.h"
 #include "streamrl/rl/optim.h"
 #include "streamrl/rl/policy_update.h"
@@ -62,6 +63,9 @@ struct RlRunConfig {
   // `sgs.urls`: `streamrl serve` instances (started from policy.init_from) that generate instead
   // of in-process ones, in the dedicated modes; sgs.instances/threads/dispatch then do not apply.
   std::vector<std::string> sgs_urls;
+  // Their timeouts: sgs.connect_timeout_s, stream_idle_timeout_s, weight_timeout_s,
+  // health_timeout_s, health_interval_s (dist::RemoteSgsOptions).
+  dist::RemoteSgsOptions sgs_remote;
   int max_staleness = 1;          // async: oldest weight version a trained sample may come from
   double sample_timeout_s = 600;  // longest wait for the next sample before the run fails
   bool trace = true;              // write <run>/trace.json

@@ -46,24 +46,24 @@ std::unique_ptr<RolloutGenerator> RolloutGenerator::dedicated(model::CausalLM& m
 }
 
 std::unique_ptr<RolloutGenerator> RolloutGenerator::remote(const std::vector<std::string>& urls,
+                                                           const dist::RemoteSgsOptions& options,
                                                            model::CausalLM& model,
                                                            int64_t weight_version) {
   std::unique_ptr<RolloutGenerator> g(new RolloutGenerator());
   RolloutGenerator* self = g.get();
   g->remote_instances_ = static_cast<int>(urls.size());
-  g->remote_ = std::make_unique<dist::RemoteSgsPool>(
-      urls, dist::RemoteSgsOptions{}, [self](engine::Sample&& s) {
-        {
-          std::lock_guard<std::mutex> lock(self->busy_mu_);
-          if (--self->outstanding_ == 0) {
-            self->busy_total_s_ +=
-                std::chrono::duration<double>(std::chrono::steady_clock::now() - self->busy_since_)
-                    .count();
-          }
-        }
-        self->queue_.push(std::move(s));
-      });
-  if (weight_version > 0) g->update_weights(weight_version, model);
+  g->remote_ = std::make_unique<dist::RemoteSgsPool>(urls, options, [self](engine::Sample&& s) {
+    {
+      std::lock_guard<std::mutex> lock(self->busy_mu_);
+      if (--self->outstanding_ == 0) {
+        self->busy_total_s_ +=
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - self->busy_since_)
+                .count();
+      }
+    }
+    self->queue_.push(std::move(s));
+  });
+  g->update_weights(weight_version, model);
   return g;
 }
 

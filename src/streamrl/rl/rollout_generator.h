@@ -36,10 +36,11 @@ class RolloutGenerator {
                                                      const sgs::SgsConfig& sgs,
                                                      int64_t weight_version);
   // Remote: `streamrl serve` instances at `urls`, least-loaded dispatch, a dead instance's
-  // requests re-dispatched to the live ones. The instances must hold `weight_version` already
-  // (started from policy.init_from, version 0) or have an older version: for weight_version > 0
-  // (a resumed run) `model`'s weights are pushed as that version here.
+  // requests re-dispatched to the live ones. This process is a new run for the instances:
+  // `model`'s weights are pushed to them as `weight_version` here, so the first iteration never
+  // runs on another run's (or an earlier attempt's) weights. Waits are bounded by `options`.
   static std::unique_ptr<RolloutGenerator> remote(const std::vector<std::string>& urls,
+                                                  const dist::RemoteSgsOptions& options,
                                                   model::CausalLM& model, int64_t weight_version);
   ~RolloutGenerator();
 

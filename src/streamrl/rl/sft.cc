@@ -78,9 +78,8 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
   int64_t start_step = 0;
   double loss_value = 0;
   if (c.run.resume) {
-    if (auto ck = latest_checkpoint(run_dir)) {
-      model::load_weights(model, model::read_safetensors_dir(ck->dir), ck->dir.string());
-      nlohmann::json state = load_training_state(ck->dir, *optimizer);
+    if (auto ck = resume_training_checkpoint(run_dir, model, *optimizer)) {
+      const nlohmann::json& state = ck->state;
       start_step = state.at("step").get<int64_t>();
       loss_value = state.value("loss", 0.0);
       SLOG(kInfo) << "resuming " << run_dir.string() << " from step " << start_step;

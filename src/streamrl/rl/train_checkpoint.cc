@@ -1,11 +1,17 @@
 #include "streamrl/rl/train_checkpoint.h"
 
+#include <signal.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <sstream>
 
 #include "streamrl/core/errors.h"
 #include "streamrl/core/fs.h"
+#include "streamrl/core/log.h"
 #include "streamrl/model/checkpoint.h"
+#include "streamrl/model/safetensors.h"
 
 namespace streamrl::rl {
 namespace fs = std::filesystem;
@@ -29,6 +35,38 @@ std::vector<CheckpointRef> list_checkpoints(const fs::path& run_dir) {
   }
   std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.step < b.step; });
   return out;
+}
+
+// The PID of a "step_N.tmp.PID" or "step_N.old.PID" name; -1 for any other name.
+pid_t temp_dir_owner(const std::string& name) {
+  for (const char* mark : {".tmp.", ".old."}) {
+    const size_t at = name.find(mark);
+    if (at == std::string::npos) continue;
+    try {
+      size_t used = 0;
+      const std::string digits = name.substr(at + 5);
+      const long pid = std::stol(digits, &used);
+      if (used == digits.size() && pid > 0) return static_cast<pid_t>(pid);
+    } catch (const std::exception&) {
+    }
+  }
+  return -1;
+}
+
+// Removes the temp directories of save_checkpoint/replace_directory whose writer is gone (a live
+// process may still be writing its own).
+void remove_stray_temp_dirs(const fs::path& run_dir) {
+  const fs::path root = run_dir / "checkpoints";
+  std::error_code ec;
+  if (!fs::is_directory(root, ec)) return;
+  for (const auto& e : fs::directory_iterator(root, ec)) {
+    const std::string name = e.path().filename().string();
+    const pid_t pid = temp_dir_owner(name);
+    if (!name.starts_with("step_") || pid < 0) continue;
+    if (pid != ::getpid() && (::kill(pid, 0) == 0 || errno == EPERM)) continue;
+    SLOG(kWarn) << "removing " << e.path().string() << ", left by an interrupted checkpoint write";
+    fs::remove_all(e.path(), ec);
+  }
 }
 
 }  // namespace
@@ -55,7 +93,31 @@ fs::path save_training_checkpoint(const fs::path& run_dir, int64_t step, model::
     auto all = list_checkpoints(run_dir);
     for (size_t i = 0; i + keep < all.size(); ++i) fs::remove_all(all[i].dir);
   }
+  remove_stray_temp_dirs(run_dir);
   return dir;
+}
+
+std::optional<ResumedCheckpoint> resume_training_checkpoint(const fs::path& run_dir,
+                                                            model::CausalLM& model,
+                                                            torch::optim::Optimizer& optimizer) {
+  remove_stray_temp_dirs(run_dir);
+  auto all = list_checkpoints(run_dir);
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    try {
+      // Everything is read and checked before the model changes (load_weights checks first).
+      auto weights = model::read_safetensors_dir(it->dir);
+      model::check_weights(model, weights, it->dir.string());
+      nlohmann::json state = load_training_state(it->dir, optimizer);
+      if (!state.contains("step") || !state["step"].is_number_integer()) {
+        throw InputError((it->dir / "trainer_state.json").string() + ": no integer 'step'");
+      }
+      model::load_weights(model, weights, it->dir.string());
+      return ResumedCheckpoint{*it, std::move(state)};
+    } catch (const InputError& e) {
+      SLOG(kWarn) << "skipping unreadable checkpoint " << it->dir.string() << ": " << e.what();
+    }
+  }
+  return std::nullopt;
 }
 
 nlohmann::json load_training_state(const fs::path& dir, torch::optim::Optimizer& optimizer) {

@@ -21,8 +21,22 @@ struct CheckpointRef {
 // The newest complete step_N directory of `run_dir` (one with trainer_state.json), if any.
 std::optional<CheckpointRef> latest_checkpoint(const std::filesystem::path& run_dir);
 
+struct ResumedCheckpoint {
+  CheckpointRef ref;
+  nlohmann::json state;  // its trainer_state.json
+};
+
+// Resumes from the newest checkpoint of `run_dir` that reads back whole: its weights go into
+// `model` and its optimizer state into `optimizer`. A newer one that does not (truncated, corrupt)
+// is skipped with a warning naming it and the error. Removes the step_N.tmp.PID / step_N.old.PID
+// directories that a writer killed mid-save left behind. nullopt when no checkpoint reads.
+std::optional<ResumedCheckpoint> resume_training_checkpoint(const std::filesystem::path& run_dir,
+                                                            model::CausalLM& model,
+                                                            torch::optim::Optimizer& optimizer);
+
 // Writes <run_dir>/checkpoints/step_<step>/ atomically, then deletes all but the newest `keep`
-// step directories (keep <= 0 keeps all). Returns the directory written.
+// step directories (keep <= 0 keeps all) and any temp directory a killed writer left behind.
+// Returns the directory written.
 std::filesystem::path save_training_checkpoint(const std::filesystem::path& run_dir, int64_t step,
                                                model::CausalLM& model,
                                                const std::string& tokenizer_json,

@@ -1,25 +1,41 @@
-// Routing, streaming and lifetime of the SGS HTTP server (see http_server.h). Routes:
-//   POST /v1/completions  OpenAI text completions (openai_api.h); with "stream": true, server-sent
-//                         events, one chunk per finished choice (samples finish whole), then
-//                         "data: [DONE]".
+// Routing, /generate, weights, health and lifetime of the SGS HTTP server (see http_server.h;
+// the OpenAI endpoints are in http_server_openai.cc). Routes:
+//   POST /v1/completions       OpenAI text completions (openai_api.h); "stream": true sends
+//   POST /v1/chat/completions  server-sent events, one per token of a choice (text that may begin
+//                              a stop sequence waits until it cannot), then "data: [DONE]". A
+//                              client that leaves (streaming or not) has its work aborted.
+//   GET  /v1/models            the served model
 //   POST /generate        native batch (native_api.h); the response is chunked NDJSON, one line per
-//                         finished sample in completion order; a failure after the first byte ends
-//                         the stream with an {"error": ...} line.
-//   POST /update_weights  one weight_wire bucket -> {version, complete, buckets_received,
-//                         bucket_count}; the last bucket of a version installs it.
-//   GET  /weights/version {version, pending: null | {version, buckets_received, bucket_count}}
-//   GET  /health          {status: "ok", weight_version} (503 once the engine thread failed)
+//                         finished sample in completion order, and an empty line after each second
+//                         without one (so a client notices a frozen server by silence); a failure
+//                         after the first byte ends the stream with an {"error": ...} line. A
+//                         request naming a "run_id" gets 409 when another run's weights are
+//                         installed (the checkpoint's own serve any run), and its stream ends with
+//                         an error line if another run's weights arrive while it runs.
+//   POST /update_weights  one weight_wire bucket -> {version, run_id, complete, buckets_received,
+//                         bucket_count}; the last bucket of a version installs it. Header
+//                         X-Streamrl-Run names the sender's run: versions only need to increase
+//                         within one run, and another run's weights replace the installed ones.
+//   GET  /weights/version {version, run_id, pending: null | {version, run_id, buckets_received,
+//                         bucket_count}}
+//   GET  /health          {status: "ok", weight_version, run_id, busy_seconds, engine_failures,
+//                         last_engine_failure} (503 once the engine thread stopped). A step that
+//                         throws aborts the requests in the engine (500) and the engine serves on
+//                         with the last good weights; engine_failures counts such steps.
 //   GET  /metrics         Prometheus text (metrics_text.h)
+// Health and metrics read atomics and short-held locks only, and the connection threads far
+// outnumber the streams an engine can serve (ServerConfig::http_threads), so they answer while
+// generations stream.
 // Errors are {"error": {message, type, param, code}}: 400 bad JSON or parameters, 404 unknown
-// route, 413 body or request too large, 500 engine failure, 503 stopping, 504 timeout.
-// A client that leaves a streaming response has its engine work aborted within one poll interval;
-// a non-streaming request runs to completion or to its timeout, because httplib does not expose
-// the connection to a plain handler.
+// route, 405 wrong method, 409 another run's weights, 413 body or request too large, 500 engine
+// failure, 503 stopping, 504 timeout.
 #include "streamrl/server/http_server.h"
+#include "streamrl/server/http_internal.h"
 
 #include <httplib.h>
 #include <sys/socket.h>
 
+#include <map>
 #include <random>
 
 #include "streamrl/core/errors.h"
@@ -32,61 +48,19 @@
 namespace streamrl::server {
 namespace {
 
-// How often a waiting handler wakes to check its deadline, the client and the server's state.
-constexpr std::chrono::milliseconds kPollInterval{50};
+// The longest a /generate stream stays silent: an empty line is sent after this much quiet.
+constexpr std::chrono::seconds kKeepaliveInterval{1};
 
-// Ends a request with an HTTP status; the message is the response's one-line reason.
-class HttpError : public std::runtime_error {
- public:
-  HttpError(int status, const std::string& message) : std::runtime_error(message), status(status) {}
-  int status;
-};
-
-std::string error_type(int status) {
-  if (status == 504) return "timeout_error";
-  return status < 500 ? "invalid_request_error" : "server_error";
+// The method a route takes, or nullptr for a path that is no route.
+const char* allowed_method(const std::string& path) {
+  static const std::map<std::string, const char*> kRoutes = {
+      {"/v1/completions", "POST"}, {"/v1/chat/completions", "POST"},
+      {"/v1/models", "GET"},       {"/generate", "POST"},
+      {"/update_weights", "POST"}, {"/weights/version", "GET"},
+      {"/health", "GET"},          {"/metrics", "GET"}};
+  auto it = kRoutes.find(path);
+  return it == kRoutes.end() ? nullptr : it->second;
 }
-
-// Compact JSON; invalid UTF-8 (which no decoder should produce) becomes U+FFFD, not a throw.
-std::string to_text(const nlohmann::json& j) {
-  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
-
-void send_json(httplib::Response& res, int status, const nlohmann::json& body) {
-  res.status = status;
-  res.set_content(to_text(body), "application/json");
-}
-
-void send_error(httplib::Response& res, int status, const std::string& message) {
-  send_json(res, status, error_json(message, error_type(status)));
-}
-
-// Runs a handler and turns what it throws into an error response.
-template <typename F>
-void guarded(httplib::Response& res, F&& handler) {
-  try {
-    handler();
-  } catch (const HttpError& e) {
-    send_error(res, e.status, e.what());
-  } catch (const InputError& e) {
-    send_error(res, 400, e.what());
-  } catch (const std::exception& e) {
-    SLOG(kError) << "request failed: " << e.what();
-    send_error(res, 500, e.what());
-  }
-}
-
-// Holds a gauge up for as long as the owner lives.
-class GaugeHold {
- public:
-  explicit GaugeHold(std::atomic<int64_t>& g) : g_(g) { g_.fetch_add(1); }
-  ~GaugeHold() { g_.fetch_sub(1); }
-  GaugeHold(const GaugeHold&) = delete;
-  GaugeHold& operator=(const GaugeHold&) = delete;
-
- private:
-  std::atomic<int64_t>& g_;
-};
 
 std::string random_hex() {
   std::random_device rd;
@@ -95,35 +69,19 @@ std::string random_hex() {
   return buf;
 }
 
-int64_t unix_seconds() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 }  // namespace
-
-// The state of one generation request. A streaming response's content provider owns it, so it
-// dies with the response (finished, client gone, server stopping), aborting unfinished work.
-struct Server::RequestState {
-  explicit RequestState(std::atomic<int64_t>& inflight) : hold(inflight) {}
-  GaugeHold hold;
-  std::unique_ptr<Inflight> flight;
-  Clock::time_point deadline;
-  CompletionRequest completion;  // /v1/completions only
-  CompletionMeta meta;           // /v1/completions only
-  int64_t prompt_tokens = 0, completion_tokens = 0;
-  std::vector<nlohmann::json> ids;  // /generate only: the client's id per job
-};
 
 Server::Server(engine::Engine& engine, const tokenizer::Tokenizer& tok, ServerConfig config)
     : engine_(engine),
       tok_(tok),
       config_(std::move(config)),
-      id_prefix_("cmpl-" + random_hex() + "-"),
+      id_suffix_(random_hex() + "-"),
+      started_(unix_seconds()),
       weight_version_(engine.stats().weight_version) {
   http_ = std::make_unique<httplib::Server>();
-  http_->new_task_queue = [n = config_.http_threads] { return new httplib::ThreadPool(n); };
+  http_->new_task_queue = [n = config_.http_threads] {
+    return new httplib::ThreadPool(static_cast<size_t>(n));
+  };
   // httplib's default also sets SO_REUSEPORT, which lets a second server bind the same port and
   // silently take half its connections; a port in use must be an error instead.
   http_->set_socket_options([](socket_t sock) {
@@ -141,7 +99,7 @@ Server::Server(engine::Engine& engine, const tokenizer::Tokenizer& tok, ServerCo
   // step an engine that may already have another server.
   const int threads = config_.threads > 0 ? config_.threads : core::available_cores();
   engine_thread_ = std::make_unique<engine::EngineThread>(
-      engine_, [threads] { core::apply_core_budget(threads); });
+      engine_, [threads] { core::apply_core_budget(threads); }, engine::OnEngineFailure::kRecover);
   listener_ = std::thread([this] {
     http_->listen_after_bind();
     listener_done_.store(true);
@@ -186,6 +144,12 @@ void Server::route() {
         if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
         std::string message = "HTTP " + std::to_string(res.status);
         if (res.status == 404) message = "no route for " + req.method + " " + req.path;
+        if (const char* allowed = allowed_method(req.path); res.status == 404 && allowed) {
+          res.status = 405;
+          res.set_header("Allow", allowed);
+          message =
+              "method " + req.method + " is not allowed for " + req.path + " (use " + allowed + ")";
+        }
         if (res.status == 413) message = "request body too large";
         send_error(res, res.status, message);
         return httplib::Server::HandlerResponse::Handled;
@@ -195,7 +159,15 @@ void Server::route() {
         guarded(res, [&] { std::rethrow_exception(ep); });
       });
   http_->Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    guarded(res, [&] { completions(req, res); });
+    guarded(res, [&] { openai(req, res, /*chat=*/false); });
+  });
+  http_->Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    guarded(res, [&] { openai(req, res, /*chat=*/true); });
+  });
+  http_->Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    guarded(res, [&] {
+      send_json(res, 200, models_json(config_.model_name, started_, engine_.config().max_seq_len));
+    });
   });
   http_->Post("/generate", [this](const httplib::Request& req, httplib::Response& res) {
     guarded(res, [&] { generate(req, res); });
@@ -219,7 +191,7 @@ Server::Clock::time_point Server::deadline() const {
                             std::chrono::duration<double>(config_.request_timeout_s));
 }
 
-std::unique_ptr<Inflight> Server::submit(const std::vector<PromptJob>& jobs) {
+std::unique_ptr<Inflight> Server::submit(const std::vector<PromptJob>& jobs, bool per_token) {
   int64_t samples = 0, tokens = 0;
   for (const auto& j : jobs) {
     samples += j.n;
@@ -238,7 +210,7 @@ std::unique_ptr<Inflight> Server::submit(const std::vector<PromptJob>& jobs) {
   auto flight = std::make_unique<Inflight>(engine_, aborted_requests_);
   for (size_t i = 0; i < jobs.size(); ++i) {
     try {
-      flight->submit(jobs[i]);
+      flight->submit(jobs[i], per_token);
     } catch (const InputError& e) {
       throw InputError("prompt " + std::to_string(i) + ": " + e.what());
     }
@@ -246,7 +218,8 @@ std::unique_ptr<Inflight> Server::submit(const std::vector<PromptJob>& jobs) {
   return flight;
 }
 
-std::optional<Finished> Server::next_sample(Inflight& flight, Clock::time_point deadline) {
+std::optional<InflightEvent> Server::next_sample(Inflight& flight, Clock::time_point deadline,
+                                                 std::chrono::milliseconds wait) {
   if (stopping_.load()) throw HttpError(503, "server is shutting down");
   if (std::string err = engine_thread_->error(); !err.empty()) {
     throw HttpError(500, "engine failed: " + err);
@@ -256,93 +229,52 @@ std::optional<Finished> Server::next_sample(Inflight& flight, Clock::time_point 
     throw HttpError(
         504, "request timed out after " + nlohmann::json(config_.request_timeout_s).dump() + " s");
   }
-  return flight.next(
-      std::min(kPollInterval, std::chrono::ceil<std::chrono::milliseconds>(deadline - now)));
-}
-
-void Server::completions(const httplib::Request& req, httplib::Response& res) {
-  if (req.body.size() > config_.max_body_bytes) throw HttpError(413, "request body too large");
-  auto st = std::make_shared<RequestState>(inflight_requests_);
-  st->completion =
-      parse_completion_request(req.body, tok_, engine_.config().max_seq_len, config_.defaults);
-  st->deadline = deadline();
-  st->flight = submit(st->completion.jobs);
-  st->meta = {id_prefix_ + std::to_string(completion_ids_.fetch_add(1)), unix_seconds(),
-              st->completion.model.empty() ? config_.model_name : st->completion.model};
-  for (const auto& j : st->completion.jobs) st->prompt_tokens += j.prompt_ids.size();
-
-  if (!st->completion.stream) {
-    std::vector<Choice> choices;
-    while (st->flight->remaining() > 0) {
-      if (auto f = next_sample(*st->flight, st->deadline)) {
-        choices.push_back(make_choice(f->sample, f->job, st->completion, tok_));
-      }
-    }
-    std::sort(choices.begin(), choices.end(), [](const Choice& a, const Choice& b) {
-      return a.json["index"].get<int64_t>() < b.json["index"].get<int64_t>();
-    });
-    std::vector<nlohmann::json> json;
-    for (auto& c : choices) {
-      st->completion_tokens += c.completion_tokens;
-      json.push_back(std::move(c.json));
-    }
-    send_json(res, 200,
-              completion_response(st->meta, std::move(json),
-                                  usage_json(st->prompt_tokens, st->completion_tokens)));
-    return;
+  auto f =
+      flight.next(std::min(wait, std::chrono::ceil<std::chrono::milliseconds>(deadline - now)));
+  // Only Inflight's destructor aborts on our behalf, so an aborted sample here was dropped by an
+  // engine step that failed (and recovered).
+  if (f && f->sample && f->sample->finish_reason == engine::FinishReason::kAborted) {
+    throw HttpError(500, "engine step failed (request aborted, engine recovered): " +
+                             engine_thread_->last_failure());
   }
-
-  res.set_header("Cache-Control", "no-cache");
-  res.set_chunked_content_provider(
-      "text/event-stream", [this, st](size_t, httplib::DataSink& sink) {
-        // httplib checks the socket only when we write; a client that left is noticed here
-        // instead, so its work is aborted within one poll interval, not when a sample finishes.
-        if (!sink.is_writable()) return false;
-        auto event = [](const nlohmann::json& j) { return "data: " + to_text(j) + "\n\n"; };
-        std::string out;
-        bool end = false;
-        try {
-          if (auto f = next_sample(*st->flight, st->deadline)) {
-            Choice c = make_choice(f->sample, f->job, st->completion, tok_);
-            st->completion_tokens += c.completion_tokens;
-            out = event(completion_response(st->meta, {std::move(c.json)}, nullptr));
-          }
-          if (st->flight->remaining() == 0) {
-            end = true;
-            if (st->completion.include_usage) {
-              out += event(completion_response(
-                  st->meta, {}, usage_json(st->prompt_tokens, st->completion_tokens)));
-            }
-          }
-        } catch (const HttpError& e) {
-          out += event(error_json(e.what(), error_type(e.status)));
-          end = true;
-        } catch (const std::exception& e) {
-          out += event(error_json(e.what(), "server_error"));
-          end = true;
-        }
-        if (end) out += "data: [DONE]\n\n";
-        if (!out.empty() && !sink.write(out.data(), out.size())) return false;
-        if (end) sink.done();
-        return true;
-      });
+  return f;
 }
 
 void Server::generate(const httplib::Request& req, httplib::Response& res) {
   if (req.body.size() > config_.max_body_bytes) throw HttpError(413, "request body too large");
   auto st = std::make_shared<RequestState>(inflight_requests_);
   GenerateRequest parsed = parse_generate_request(req.body, tok_, config_.defaults);
+  st->run_id = parsed.run_id;
+  st->run_changes = run_changes_.load();
+  // The checkpoint's own weights (run "") serve anyone; a run's weights serve that run only.
+  if (const std::string run = installed_run();
+      !st->run_id.empty() && !run.empty() && st->run_id != run) {
+    throw HttpError(409, "this instance holds the weights of run '" + run + "', not of run '" +
+                             st->run_id + "': push that run's weights first");
+  }
   st->deadline = deadline();
   st->flight = submit(parsed.jobs);
   st->ids = std::move(parsed.ids);
+  st->last_write = Clock::now();
   res.set_chunked_content_provider(
       "application/x-ndjson", [this, st](size_t, httplib::DataSink& sink) {
-        if (!sink.is_writable()) return false;  // the client left (see completions())
+        // httplib checks the socket only when we write; a client that left is noticed here
+        // instead, so its work is aborted within one poll interval, not when a sample finishes.
+        if (!sink.is_writable()) return false;
         std::string out;
         bool end = false;
         try {
           if (auto f = next_sample(*st->flight, st->deadline)) {
-            out = to_text(sample_line(st->ids[f->job], f->sample, tok_)) + "\n";
+            if (!st->run_id.empty() && run_changes_.load() != st->run_changes &&
+                installed_run() != st->run_id) {
+              throw HttpError(409, "the weights of another run were installed while run '" +
+                                       st->run_id + "' was generating");
+            }
+            nlohmann::json line = sample_line(st->ids[f->job], *f->sample, tok_);
+            if (!st->run_id.empty()) line["run_id"] = st->run_id;
+            out = to_text(line) + "\n";
+          } else if (Clock::now() - st->last_write >= kKeepaliveInterval) {
+            out = "\n";
           }
           end = st->flight->remaining() == 0;
         } catch (const HttpError& e) {
@@ -352,7 +284,10 @@ void Server::generate(const httplib::Request& req, httplib::Response& res) {
           out += to_text(error_json(e.what(), "server_error")) + "\n";
           end = true;
         }
-        if (!out.empty() && !sink.write(out.data(), out.size())) return false;
+        if (!out.empty()) {
+          if (!sink.write(out.data(), out.size())) return false;
+          st->last_write = Clock::now();
+        }
         if (end) sink.done();
         return true;
       });
@@ -363,23 +298,30 @@ void Server::update_weights(const httplib::Request& req, httplib::Response& res)
     throw HttpError(
         413, "weight bucket exceeds " + std::to_string(config_.max_weight_bucket_bytes) + " bytes");
   }
+  const std::string run = req.get_header_value("X-Streamrl-Run");
   std::lock_guard<std::mutex> lock(weights_mu_);
   const dist::BucketHeader h = dist::read_bucket_header(req.body);
-  if (h.version <= weight_version_.load()) {
+  const std::string installed = installed_run();
+  // Versions order the updates of one run; a run that is not the installed one (a new job, or a
+  // resumed one, against a long-lived instance) starts its own sequence.
+  if (run == installed && h.version <= weight_version_.load()) {
     throw InputError("weight version " + std::to_string(h.version) +
                      " is not newer than the installed version " +
-                     std::to_string(weight_version_.load()));
+                     std::to_string(weight_version_.load()) + " of run '" + run + "'");
   }
-  // A bucket of a newer version means the sender gave up on the partial one (it restarted or
-  // moved on); keeping the old one would block every later update.
-  if (assembler_.version() >= 0 && assembler_.version() != h.version) {
-    SLOG(kWarn) << "dropping incomplete weight update v" << assembler_.version() << " ("
-                << assembler_.buckets_received() << "/" << assembler_.bucket_count()
-                << " buckets) for v" << h.version;
+  // A bucket of another version or run means the sender gave up on the partial one (it restarted
+  // or moved on); keeping the old one would block every later update.
+  if (assembler_.version() >= 0 && (assembler_.version() != h.version || assembler_run_ != run)) {
+    SLOG(kWarn) << "dropping incomplete weight update v" << assembler_.version() << " of run '"
+                << assembler_run_ << "' (" << assembler_.buckets_received() << "/"
+                << assembler_.bucket_count() << " buckets) for v" << h.version << " of run '" << run
+                << "'";
     assembler_ = dist::WeightAssembler();
   }
   assembler_.add_bucket(req.body);
+  assembler_run_ = run;
   nlohmann::json out = {{"version", h.version},
+                        {"run_id", run},
                         {"complete", assembler_.complete()},
                         {"buckets_received", assembler_.buckets_received()},
                         {"bucket_count", assembler_.bucket_count()}};
@@ -387,15 +329,26 @@ void Server::update_weights(const httplib::Request& req, httplib::Response& res)
     std::map<std::string, torch::Tensor> weights;
     try {
       weights = assembler_.take();
+      // Every tensor is checked here; a rejected update leaves the installed weights serving.
+      engine_.update_weights(h.version, std::move(weights));
     } catch (...) {
       assembler_ = dist::WeightAssembler();
       throw;
     }
-    engine_.update_weights(h.version, std::move(weights));
+    if (run != installed) {
+      std::lock_guard<std::mutex> run_lock(run_mu_);
+      installed_run_ = run;
+      run_changes_.fetch_add(1);
+    }
     weight_version_.store(h.version);
-    SLOG(kInfo) << "installed weight version " << h.version;
+    SLOG(kInfo) << "installed weight version " << h.version << " of run '" << run << "'";
   }
   send_json(res, 200, out);
+}
+
+std::string Server::installed_run() const {
+  std::lock_guard<std::mutex> lock(run_mu_);
+  return installed_run_;
 }
 
 void Server::weights_version(httplib::Response& res) {
@@ -403,22 +356,30 @@ void Server::weights_version(httplib::Response& res) {
   nlohmann::json pending = nullptr;
   if (assembler_.version() >= 0) {
     pending = {{"version", assembler_.version()},
+               {"run_id", assembler_run_},
                {"buckets_received", assembler_.buckets_received()},
                {"bucket_count", assembler_.bucket_count()}};
   }
-  send_json(res, 200, {{"version", weight_version_.load()}, {"pending", pending}});
+  send_json(
+      res, 200,
+      {{"version", weight_version_.load()}, {"run_id", installed_run()}, {"pending", pending}});
 }
 
 void Server::health(httplib::Response& res) {
+  // Atomics and short locks only: never behind a generation or a weight update.
+  nlohmann::json body = {{"status", "ok"},
+                         {"weight_version", weight_version_.load()},
+                         {"run_id", installed_run()},
+                         {"busy_seconds", engine_.stats().busy_seconds},
+                         {"engine_failures", engine_thread_->failures()},
+                         {"last_engine_failure", engine_thread_->last_failure()}};
   if (std::string err = engine_thread_->error(); !err.empty()) {
-    send_json(res, 503,
-              {{"status", "error"}, {"error", err}, {"weight_version", weight_version_.load()}});
+    body["status"] = "error";
+    body["error"] = err;
+    send_json(res, 503, body);
     return;
   }
-  send_json(res, 200,
-            {{"status", "ok"},
-             {"weight_version", weight_version_.load()},
-             {"busy_seconds", engine_.stats().busy_seconds}});
+  send_json(res, 200, body);
 }
 
 void Server::metrics(httplib::Response& res) {

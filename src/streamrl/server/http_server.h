@@ -17,6 +17,7 @@
 #include "streamrl/engine/engine.h"
 #include "streamrl/engine/engine_thread.h"
 #include "streamrl/server/inflight.h"
+#include "streamrl/server/openai_api.h"
 #include "streamrl/tokenizer/tokenizer.h"
 
 namespace httplib {
@@ -31,14 +32,20 @@ struct ServerConfig {
   std::string host = "127.0.0.1";
   int port = 0;                         // 0 = any free port; see Server::port()
   std::string model_name = "streamrl";  // "model" in responses when a request names none
-  int threads = 0;        // engine core budget (ATen + OpenBLAS threads); 0 = all available cores
-  int http_threads = 32;  // connections served at once; a streaming response holds one throughout
+  int threads = 0;  // engine core budget (ATen + OpenBLAS threads); 0 = all available cores
+  // Connections served at once, a thread each (a streaming response holds its thread
+  // throughout): far more than the streams an engine serves, so a health check always finds one.
+  // Idle threads only sleep.
+  int http_threads = 256;
   size_t max_body_bytes = size_t{1} << 20;            // JSON request bodies; larger gets 413
   size_t max_weight_bucket_bytes = size_t{64} << 20;  // POST /update_weights bodies; larger: 413
   int64_t max_request_samples = 1024;             // sum of n over one request's prompts; more: 413
   int64_t max_request_tokens = int64_t{1} << 22;  // sum of n x (prompt + max new tokens); more: 413
   double request_timeout_s = 600;  // a generation request's deadline; then 504 and its work aborted
   RequestDefaults defaults;        // of sampling fields a request leaves out
+  // Messages -> prompt ids with the checkpoint's chat template (/v1/chat/completions); without
+  // one, chat requests get 400.
+  ChatEncoder chat_encoder;
 };
 
 class Server {
@@ -60,27 +67,37 @@ class Server {
 
  private:
   using Clock = std::chrono::steady_clock;
+  // How often a waiting handler wakes to check its deadline, the client and the server's state.
+  static constexpr std::chrono::milliseconds kPollWait{50};
   struct RequestState;
 
   void route();
-  void completions(const httplib::Request& req, httplib::Response& res);
+  // /v1/completions and /v1/chat/completions (http_server_openai.cc).
+  void openai(const httplib::Request& req, httplib::Response& res, bool chat);
   void generate(const httplib::Request& req, httplib::Response& res);
   void update_weights(const httplib::Request& req, httplib::Response& res);
   void weights_version(httplib::Response& res);
+  // The run whose weights are installed ("" = the checkpoint's own) and how many times another
+  // run's weights replaced them.
+  std::string installed_run() const;
   void health(httplib::Response& res);
   void metrics(httplib::Response& res);
 
-  // Checks the request size limits (413) and submits `jobs` to the engine.
-  std::unique_ptr<Inflight> submit(const std::vector<PromptJob>& jobs);
-  // Waits at most one poll interval for the next sample. Throws HttpError: 504 past `deadline`,
-  // 503 when stopping, 500 when the engine thread failed.
-  std::optional<Finished> next_sample(Inflight& flight, Clock::time_point deadline);
+  // Checks the request size limits (413) and submits `jobs` to the engine (with per-token events
+  // when `per_token`).
+  std::unique_ptr<Inflight> submit(const std::vector<PromptJob>& jobs, bool per_token = false);
+  // Waits at most `wait` (one poll interval) for the next event. Throws HttpError: 504 past
+  // `deadline`, 503 when stopping, 500 when the engine thread failed or a failed step aborted the
+  // sample.
+  std::optional<InflightEvent> next_sample(Inflight& flight, Clock::time_point deadline,
+                                           std::chrono::milliseconds wait = kPollWait);
   Clock::time_point deadline() const;
 
   engine::Engine& engine_;
   const tokenizer::Tokenizer& tok_;
   const ServerConfig config_;
-  const std::string id_prefix_;  // "cmpl-<random>-", unique per server run
+  const std::string id_suffix_;  // "<random>-": response ids are "cmpl-" or "chatcmpl-" + it + n
+  const int64_t started_;        // Unix seconds, for /v1/models
 
   std::atomic<bool> stopping_{false};
   std::atomic<int64_t> completion_ids_{0};
@@ -88,9 +105,13 @@ class Server {
   std::atomic<int64_t> inflight_requests_{0};
   std::atomic<int64_t> aborted_requests_{0};
   std::atomic<int64_t> weight_version_;  // version every request admitted from now on runs with
+  std::atomic<int64_t> run_changes_{0};  // installs of another run's weights
 
   std::mutex weights_mu_;            // serialises weight updates
   dist::WeightAssembler assembler_;  // guarded by weights_mu_
+  std::string assembler_run_;        // guarded by weights_mu_: the run of the pending buckets
+  mutable std::mutex run_mu_;        // guards installed_run_ only, so /health never waits on it
+  std::string installed_run_;
 
   std::unique_ptr<engine::EngineThread> engine_thread_;
   std::unique_ptr<httplib::Server> http_;

@@ -34,10 +34,15 @@ struct RequestDefaults {
   std::vector<int32_t> stop_token_ids;
 };
 
-// A finished sample and the position of its job in submission order.
-struct Finished {
+// What happened to a job's samples, with the position of the job in submission order: a token
+// sampled (only for jobs submitted with per-token events) or a sample finished.
+struct InflightEvent {
   size_t job = 0;
-  engine::Sample sample;
+  std::optional<engine::Sample> sample;  // set when a sample finished
+  int32_t sample_index = 0;              // otherwise: a token of this sample
+  int32_t token = 0;
+  float logprob = 0;
+  std::vector<engine::TokenLogprob> top;
 };
 
 // One HTTP thread uses an Inflight; the engine thread only pushes samples into it.
@@ -49,12 +54,18 @@ class Inflight {
   Inflight(const Inflight&) = delete;
   Inflight& operator=(const Inflight&) = delete;
 
-  // Submits `job` as one engine request under a process-unique engine id. Throws InputError from
-  // Engine::add_request (a prompt that can never fit).
-  void submit(const PromptJob& job);
+  // Submits `job` as one engine request under a process-unique engine id, with per-token events
+  // when `tokens`. Its random streams are keyed by its prompt, so the seed, prompt and sample index
+  // alone decide its samples. Throws InputError from Engine::add_request (a prompt that can never
+  // fit).
+  void submit(const PromptJob& job, bool tokens = false);
 
-  // The next finished sample, waiting at most `timeout`; nullopt when none arrived.
-  std::optional<Finished> next(std::chrono::milliseconds timeout);
+  // The next event, waiting at most `timeout`; nullopt when none arrived.
+  std::optional<InflightEvent> next(std::chrono::milliseconds timeout);
+
+  // Finishes sample `sample_index` of job `job` early (a stop sequence matched;
+  // Engine::stop_sample).
+  void stop(size_t job, int32_t sample_index);
 
   // Samples submitted but not yet returned by next().
   int64_t remaining() const { return remaining_; }

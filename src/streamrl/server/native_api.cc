@@ -60,11 +60,15 @@ PromptJob parse_job(const nlohmann::json& r, const tokenizer::Tokenizer& tok,
 GenerateRequest parse_generate_request(std::string_view body, const tokenizer::Tokenizer& tok,
                                        const RequestDefaults& defaults) {
   const nlohmann::json j = parse_json_object(body);
-  reject_unknown_fields(j, {"requests"}, "generate request");
+  reject_unknown_fields(j, {"requests", "run_id"}, "generate request");
   if (!j.contains("requests") || !j["requests"].is_array() || j["requests"].empty()) {
     throw InputError("'requests' must be a non-empty array");
   }
   GenerateRequest out;
+  if (j.contains("run_id") && !j["run_id"].is_null()) {
+    if (!j["run_id"].is_string()) throw InputError("'run_id' must be a string");
+    out.run_id = j["run_id"].get<std::string>();
+  }
   const auto& requests = j["requests"];
   for (size_t i = 0; i < requests.size(); ++i) {
     const std::string where = "requests[" + std::to_string(i) + "]";

@@ -17,19 +17,21 @@ namespace streamrl::server {
 struct GenerateRequest {
   std::vector<nlohmann::json> ids;  // the client's id of each job (any JSON value; default: index)
   std::vector<PromptJob> jobs;
+  std::string run_id;  // "run_id": the trainer run asking ("" = any weights will do)
 };
 
-// Parses {"requests": [{"id", "prompt" | "prompt_ids", "n", "max_new_tokens", "temperature",
-// "top_p", "top_k", "seed", "stop_token_ids", "length_estimate", "ignore_eos"}, ...]}. Absent
-// temperature/top_p/top_k take `defaults`, other fields those of engine::SamplingParams; a text
-// prompt becomes tokenizer::encode_prompt(text); EOS and defaults.stop_token_ids stop unless
-// "ignore_eos" (for fixed-length benchmarks). Throws InputError with one line naming the request
-// and field.
+// Parses {"run_id"?, "requests": [{"id", "prompt" | "prompt_ids", "n", "max_new_tokens",
+// "temperature", "top_p", "top_k", "seed", "stop_token_ids", "length_estimate", "ignore_eos"},
+// ...]}. Absent temperature/top_p/top_k take `defaults`, other fields those of
+// engine::SamplingParams; a text prompt becomes tokenizer::encode_prompt(text); EOS and
+// defaults.stop_token_ids stop unless "ignore_eos" (for fixed-length benchmarks). Throws InputError
+// with one line naming the request and field.
 GenerateRequest parse_generate_request(std::string_view body, const tokenizer::Tokenizer& tok,
                                        const RequestDefaults& defaults = {});
 
 // {"id", "sample_index", "prompt_ids", "output_ids", "text", "logprobs", "finish_reason",
-//  "weight_version", "queue_s", "prefill_s", "decode_s"} for one finished sample.
+//  "weight_version", "queue_s", "prefill_s", "decode_s"} for one finished sample (the server adds
+//  "run_id" for a request that named one).
 nlohmann::json sample_line(const nlohmann::json& id, const engine::Sample& sample,
                            const tokenizer::Tokenizer& tok);
 
