@@ -18,7 +18,9 @@ const std::vector<Benchmark>& all_benchmarks() {
        run_emulator_bench},
       {"engine", "static vs continuous batching on a long-tailed workload, decode roofline",
        run_engine_throughput},
-      {"learning", "GRPO from the sum SFT checkpoint: held-out greedy accuracy before/after, curve",
+      {"learning",
+       "GRPO with the sum verifier from its SFT checkpoint: held-out greedy accuracy, "
+       "sampled pass@1 and pass@8 before/after, curve",
        run_learning},
       {"model_speed", "training fwd+bwd and decode tokens/s of the tiny model vs the GEMM roofline",
        run_model_speed},
