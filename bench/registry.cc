@@ -5,6 +5,7 @@
 #include "learning_bench.h"
 #include "model_speed.h"
 #include "rl_modes_bench.h"
+#include "serve_bench.h"
 #include "skew_bench.h"
 #include "tokenizer_speed.h"
 
@@ -12,7 +13,8 @@ namespace streamrl::bench {
 
 const std::vector<Benchmark>& all_benchmarks() {
   static const std::vector<Benchmark> kAll = {
-      {"emulator", "step emulator vs measured rl_modes iteration times (STREAMRL_RL_MODES_JSON)",
+      {"emulator",
+       "step emulator vs the modes measured in the same rounds (or STREAMRL_RL_MODES_JSON=FILE)",
        run_emulator_bench},
       {"engine", "static vs continuous batching on a long-tailed workload, decode roofline",
        run_engine_throughput},
@@ -24,6 +26,9 @@ const std::vector<Benchmark>& all_benchmarks() {
        run_model_speed},
       {"rl_modes", "colocate / disagg / stream / async on the same GRPO workload and cores",
        run_rl_modes},
+      {"serve",
+       "HTTP serve under load: requests/s, tokens/s, TTFT p50/p90 at 1/8/32 streams, /health p99",
+       run_serve_bench},
       {"skew", "SGS dispatch: Random-FIFO vs skew-aware (ranker, oracle) on 2 instances, recall",
        run_skew_bench},
       {"tokenizer", "tokenizer.json encode/decode MB/s on a trained 2k-merge byte-level BPE",
