@@ -54,10 +54,16 @@ std::string escape(const std::string& s) {
   return out;
 }
 
-// A line chart with axes, min/max labels and a legend.
+// Width of `text` at the report's 11px label font: a generous per-character estimate, so labels
+// never overlap or leave the SVG (the font's widest digits and letters are about 6.2px).
+double label_width(const std::string& text) { return 6.6 * text.size(); }
+
+// A line chart with axes (min, middle and max labels), an x-axis label and a legend above the plot
+// area. The left margin fits the widest y label ("3.24e+03"); legend entries wrap onto more rows
+// when they do not fit one.
 std::string line_chart(const std::string& title, const std::vector<Series>& series,
                        const std::string& x_label) {
-  const double W = 460, H = 220, L = 48, R = 12, T = 28, B = 34;
+  const double W = 460, R = 12, B = 34, kRow = 15;
   double x0 = 1e300, x1 = -1e300, y0 = 1e300, y1 = -1e300;
   for (const auto& s : series) {
     for (auto [x, y] : s.points) {
@@ -65,27 +71,59 @@ std::string line_chart(const std::string& title, const std::vector<Series>& seri
       x0 = std::min(x0, x), x1 = std::max(x1, x), y0 = std::min(y0, y), y1 = std::max(y1, y);
     }
   }
+  const bool empty = x0 > x1;
+  if (!empty) {
+    if (x1 == x0) x1 = x0 + 1;
+    if (y1 == y0) y1 = y0 + 1;
+    y0 = std::min(y0, 0.0);
+  }
+  const std::vector<std::string> y_labels =
+      empty ? std::vector<std::string>{}
+            : std::vector<std::string>{fmt(y0), fmt((y0 + y1) / 2), fmt(y1)};
+  double widest = 0;
+  for (const auto& l : y_labels) widest = std::max(widest, label_width(l));
+  const double L = std::max(36.0, widest + 10);
+  // Legend rows: swatch (14px), gap, name, then 14px before the next entry.
+  std::vector<std::vector<std::pair<double, const Series*>>> rows(1);
+  double lx = L;
+  for (const auto& s : series) {
+    const double w = 18 + label_width(s.name);
+    if (lx + w > W - R && !rows.back().empty()) rows.emplace_back(), lx = L;
+    rows.back().push_back({lx, &s});
+    lx += w + 14;
+  }
+  const double T = 24 + kRow * rows.size() + 6;
+  const double H = T + 158 + B;
   std::ostringstream o;
   o << "<svg width='" << W << "' height='" << H << "' viewBox='0 0 " << W << " " << H << "'>";
   o << "<text x='" << L << "' y='16' class='t'>" << escape(title) << "</text>";
-  if (x0 > x1) return o.str() + "<text x='60' y='100'>no data</text></svg>";
-  if (x1 == x0) x1 = x0 + 1;
-  if (y1 == y0) y1 = y0 + 1, y0 -= (y0 == 0 ? 0 : 0);
-  y0 = std::min(y0, 0.0);
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const double y = 24 + kRow * (r + 1);
+    for (const auto& [x, s] : rows[r]) {
+      o << "<line x1='" << x << "' y1='" << y - 4 << "' x2='" << x + 14 << "' y2='" << y - 4
+        << "' stroke='" << s->color << "' stroke-width='2.5'/><text x='" << x + 18 << "' y='" << y
+        << "' class='a'>" << escape(s->name) << "</text>";
+    }
+  }
+  if (empty) return o.str() + "<text x='60' y='" + fmt(T + 40) + "'>no data</text></svg>";
   auto px = [&](double x) { return L + (x - x0) / (x1 - x0) * (W - L - R); };
   auto py = [&](double y) { return H - B - (y - y0) / (y1 - y0) * (H - T - B); };
   o << "<rect x='" << L << "' y='" << T << "' width='" << W - L - R << "' height='" << H - T - B
     << "' class='frame'/>";
-  o << "<text x='" << L - 4 << "' y='" << py(y1) + 4 << "' class='a' text-anchor='end'>" << fmt(y1)
-    << "</text>";
-  o << "<text x='" << L - 4 << "' y='" << py(y0) << "' class='a' text-anchor='end'>" << fmt(y0)
-    << "</text>";
+  const double y_at[3] = {y0, (y0 + y1) / 2, y1};
+  for (int i = 0; i < 3; ++i) {
+    o << "<text x='" << L - 5 << "' y='" << py(y_at[i]) + 4 << "' class='a' text-anchor='end'>"
+      << y_labels[i] << "</text>";
+    if (i == 1) {
+      o << "<line x1='" << L << "' y1='" << py(y_at[i]) << "' x2='" << W - R << "' y2='"
+        << py(y_at[i]) << "' class='grid'/>";
+    }
+  }
   o << "<text x='" << L << "' y='" << H - B + 14 << "' class='a'>" << fmt(x0) << "</text>";
   o << "<text x='" << W - R << "' y='" << H - B + 14 << "' class='a' text-anchor='end'>" << fmt(x1)
     << "</text>";
   o << "<text x='" << (L + W - R) / 2 << "' y='" << H - 6 << "' class='a' text-anchor='middle'>"
     << escape(x_label) << "</text>";
-  double legend_x = L + 6;
   for (const auto& s : series) {
     o << "<polyline fill='none' stroke='" << s.color << "' stroke-width='1.6' points='";
     for (auto [x, y] : s.points) {
@@ -100,9 +138,6 @@ std::string line_chart(const std::string& title, const std::vector<Series>& seri
         }
       }
     }
-    o << "<text x='" << legend_x << "' y='" << T + 12 << "' class='a' fill='" << s.color << "'>"
-      << escape(s.name) << "</text>";
-    legend_x += 8 + 6.5 * s.name.size();
   }
   o << "</svg>";
   return o.str();
@@ -124,17 +159,27 @@ std::string timeline(const std::vector<json>& spans, const std::map<int, std::st
   for (const auto& e : spans) row.emplace(e.value("tid", 0), 0);
   int r = 0;
   for (auto& [tid, idx] : row) idx = r++;
-  const double W = 940, L = 150, lane = 26, H = lane * row.size() + 30;
-  auto px = [&](double ts) { return L + (ts - begin) / std::max(1.0, end - begin) * (W - L - 10); };
   static const std::map<std::string, std::string> colors = {
       {"decode", "#4e79a7"},       {"prefill+decode", "#2c5f8a"}, {"sample work", "#59a14f"},
       {"micro-batch", "#e15759"},  {"optimizer step", "#b07aa1"}, {"weight transfer", "#f28e2b"},
       {"held-out eval", "#bab0ac"}};
+  // Header: the window's length, then the colour legend, wrapped to the width; lanes below.
+  const double W = 940, L = 150, lane = 26;
+  std::vector<std::pair<double, double>> legend_at;  // (x, baseline y) per colour
+  double lx = 4, ly = 32;
+  for (const auto& [name, color] : colors) {
+    const double w = 13 + label_width(name);
+    if (lx + w > W) lx = 4, ly += 16;
+    legend_at.push_back({lx, ly});
+    lx += w + 14;
+  }
+  const double top = ly + 12, H = top + lane * row.size() + 6;
+  auto px = [&](double ts) { return L + (ts - begin) / std::max(1.0, end - begin) * (W - L - 10); };
   std::ostringstream o;
   o << "<svg width='" << W << "' height='" << H << "'>";
   for (const auto& [tid, idx] : row) {
     auto it = names.find(tid);
-    o << "<text x='4' y='" << 20 + idx * lane + 12 << "' class='a'>"
+    o << "<text x='4' y='" << top + idx * lane + 12 << "' class='a'>"
       << escape(it != names.end() ? it->second : "track " + std::to_string(tid)) << "</text>";
   }
   for (const auto& e : spans) {
@@ -143,17 +188,18 @@ std::string timeline(const std::vector<json>& spans, const std::map<int, std::st
     const std::string name = e.value("name", "");
     auto c = colors.find(name);
     const double x = px(std::max(ts, begin));
-    o << "<rect x='" << x << "' y='" << 20 + row[e.value("tid", 0)] * lane << "' width='"
+    o << "<rect x='" << x << "' y='" << top + row[e.value("tid", 0)] * lane << "' width='"
       << std::max(0.5, px(ts + dur) - x) << "' height='" << lane - 6 << "' fill='"
       << (c != colors.end() ? c->second : "#999") << "'><title>" << escape(name) << " "
       << fmt(dur / 1e3) << " ms</title></rect>";
   }
-  o << "<text x='" << L << "' y='14' class='a'>last " << fmt(window_s) << " s of the run</text>";
-  double lx = L + 140;
+  o << "<text x='4' y='14' class='a'>last " << fmt(window_s) << " s of the run</text>";
+  size_t i = 0;
   for (const auto& [name, color] : colors) {
-    o << "<rect x='" << lx << "' y='5' width='10' height='10' fill='" << color << "'/>";
-    o << "<text x='" << lx + 13 << "' y='14' class='a'>" << name << "</text>";
-    lx += 20 + 6.2 * name.size();
+    const auto [x, y] = legend_at[i++];
+    o << "<rect x='" << x << "' y='" << y - 9 << "' width='10' height='10' fill='" << color
+      << "'/>";
+    o << "<text x='" << x + 13 << "' y='" << y << "' class='a'>" << name << "</text>";
   }
   o << "</svg>";
   return o.str();
@@ -245,6 +291,7 @@ std::string render_report(const fs::path& run_dir) {
     << escape(run_dir.filename().string()) << "</title><style>"
     << "body{font:14px sans-serif;margin:24px;color:#222}svg{margin:6px;background:#fff}"
     << ".t{font-weight:bold;font-size:13px}.a{font-size:11px}.frame{fill:none;stroke:#ccc}"
+    << ".grid{stroke:#eee}"
     << "table{border-collapse:collapse}td,th{border:1px solid #ddd;padding:3px 8px;"
     << "text-align:right}</style></head><body>";
   o << "<h1>RL run " << escape(run_dir.filename().string()) << "</h1>";
