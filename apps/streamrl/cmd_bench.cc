@@ -19,13 +19,14 @@ void add_bench(CLI::App& root, CommandList& out) {
   app->add_flag("--quick", opts->quick, "Smaller workload (smoke test)");
   app->add_option("--threads", opts->threads, "Threads (default: all cores)");
   app->add_option("--ckpt", opts->ckpt, "Policy checkpoint (benchmarks that need one)");
-  app->add_option("--set", opts->overrides,
-                  "key=value over the run config (rl_modes: configs/rl_sum.yaml), repeatable");
+  app->add_option(
+      "--set", opts->overrides,
+      "key=value over the run config (rl_modes, learning: configs/rl_sum.yaml), repeatable");
   out.push_back({app, [name, json, opts] {
                    for (const auto& b : bench::all_benchmarks()) {
                      if (b.name != *name) continue;
-                     if (!opts->overrides.empty() && b.name != "rl_modes") {
-                       throw UsageError("--set applies to bench rl_modes only");
+                     if (!opts->overrides.empty() && b.name != "rl_modes" && b.name != "learning") {
+                       throw UsageError("--set applies to bench rl_modes and learning only");
                      }
                      nlohmann::json r = b.run(*opts);
                      r["benchmark"] = b.name;
