@@ -43,8 +43,8 @@ void save_checkpoint(const fs::path& dir, CausalLM& model, const std::string& to
 std::map<std::string, std::string> checkpoint_side_files(const fs::path& dir) {
   std::map<std::string, std::string> out;
   if (dir.empty()) return out;
-  for (const char* name :
-       {"tokenizer_config.json", "generation_config.json", "special_tokens_map.json"}) {
+  for (const char* name : {"tokenizer_config.json", "chat_template.jinja", "generation_config.json",
+                           "special_tokens_map.json"}) {
     std::ifstream in(dir / name, std::ios::binary);
     if (!in) continue;
     out[name] = std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());

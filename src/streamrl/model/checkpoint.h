@@ -20,8 +20,9 @@ void save_checkpoint(const std::filesystem::path& dir, CausalLM& model,
                      const std::map<std::string, std::string>& extra_files = {});
 
 // The Hugging Face side files of checkpoint `dir` that a fine-tuned copy must keep to behave the
-// same (tokenizer_config.json with its chat template, generation_config.json with its stop ids and
-// sampling defaults, special_tokens_map.json), name -> bytes, for save_checkpoint's extra_files.
+// same (tokenizer_config.json with its chat template, or chat_template.jinja where newer
+// checkpoints keep it, generation_config.json with its stop ids and sampling defaults,
+// special_tokens_map.json), name -> bytes, for save_checkpoint's extra_files.
 // Files that are absent are left out; `dir` "" gives none.
 std::map<std::string, std::string> checkpoint_side_files(const std::filesystem::path& dir);
 
