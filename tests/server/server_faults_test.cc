@@ -181,6 +181,8 @@ TEST_F(ServerFaultsTest, HealthAnswersWhileManyStreamsAreOpen) {
       started.fetch_add(1);
       c.Post("/v1/completions", body.dump(), "application/json");
     }));
+    // Spaced out: a burst of connects beyond the listen backlog waits for SYN retries.
+    std::this_thread::sleep_for(25ms);
   }
   while (started.load() < 40) std::this_thread::sleep_for(10ms);
   httplib::Client c("127.0.0.1", server_->port());
@@ -188,7 +190,7 @@ TEST_F(ServerFaultsTest, HealthAnswersWhileManyStreamsAreOpen) {
   // Every stream gets its own connection thread: all 40 are served at once (the old fixed pool
   // of 32 threads left 8 queued, and health behind them).
   int inflight = 0;
-  for (auto give_up = std::chrono::steady_clock::now() + 20s;
+  for (auto give_up = std::chrono::steady_clock::now() + 60s;
        inflight < 40 && std::chrono::steady_clock::now() < give_up;) {
     std::this_thread::sleep_for(50ms);
     auto metrics = c.Get("/metrics");
