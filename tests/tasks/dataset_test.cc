@@ -139,8 +139,9 @@ TEST_F(Jsonl, MalformedChatRecordsAreOneLineErrors) {
   EXPECT_EQ(error_of("{\"messages\": [" + user + "], \"prompt\": \"p\", \"answer\": 1}"),
             at(1) + "give either \"prompt\" or \"messages\", not both");
   EXPECT_EQ(error_of("{\"messages\": {}, \"answer\": 1}"), at(1) + "messages must be a JSON array");
-  EXPECT_EQ(error_of("{\"messages\": [{\"role\": \"tool\", \"content\": \"x\"}], \"answer\": 1}"),
-            at(1) + "message 0 has unsupported role 'tool' (supported: system, user, assistant)");
+  EXPECT_EQ(
+      error_of("{\"messages\": [{\"role\": \"robot\", \"content\": \"x\"}], \"answer\": 1}"),
+      at(1) + "message 0 has unsupported role 'robot' (supported: system, user, assistant, tool)");
   EXPECT_EQ(error_of("{\"messages\": [{\"role\": \"user\"}], \"answer\": 1}"),
             at(1) + "message 0 needs a string \"content\"");
   const std::string must_end =
