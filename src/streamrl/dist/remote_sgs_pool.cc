@@ -2,6 +2,7 @@
 // remote_sgs_pool.h).
 #include "streamrl/dist/remote_sgs_pool.h"
 
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -25,8 +26,8 @@ RemoteSgsOptions with_run_id(RemoteSgsOptions o) {
 }  // namespace
 
 RemoteSgsPool::RemoteSgsPool(const std::vector<std::string>& urls, RemoteSgsOptions options,
-                             SampleCallback on_sample)
-    : options_(with_run_id(std::move(options))), on_sample_(std::move(on_sample)) {
+                             sgs::SampleSink sink)
+    : options_(with_run_id(std::move(options))), sink_(std::move(sink)) {
   if (urls.empty()) throw InputError("remote SGS pool: no instance URLs");
   dead_.assign(urls.size(), false);
   errors_.assign(urls.size(), "");
@@ -55,7 +56,7 @@ void RemoteSgsPool::mark_dead(size_t instance, const std::string& error) {
   errors_[instance] = error;
 }
 
-std::optional<double> RemoteSgsPool::busy_seconds() {
+std::optional<double> RemoteSgsPool::reported_busy_seconds() {
   std::vector<size_t> live;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -77,6 +78,16 @@ std::optional<double> RemoteSgsPool::busy_seconds() {
     }
   }
   return total / static_cast<double>(live.size());
+}
+
+double RemoteSgsPool::busy_seconds() {
+  if (const auto b = reported_busy_seconds()) return *b;
+  std::lock_guard<std::mutex> lock(mu_);
+  double wall = busy_total_s_;
+  if (outstanding_ > 0) {
+    wall += std::chrono::duration<double>(std::chrono::steady_clock::now() - busy_since_).count();
+  }
+  return wall;
 }
 
 void RemoteSgsPool::fail_instance(size_t instance, const std::string& error) {
@@ -112,12 +123,16 @@ void RemoteSgsPool::watch_health() {
 void RemoteSgsPool::submit(std::vector<engine::Request> requests) {
   {
     std::lock_guard<std::mutex> lock(mu_);
+    int64_t samples = 0;
     for (const auto& r : requests) {
       Group& g = groups_[r.request_id];
       g.index_map.resize(r.n);
       for (int i = 0; i < r.n; ++i) g.index_map[i] = i;
       g.remaining = r.n;
+      samples += r.n;
     }
+    if (outstanding_ == 0 && samples > 0) busy_since_ = std::chrono::steady_clock::now();
+    outstanding_ += samples;
   }
   dispatch(std::move(requests));
 }
@@ -147,15 +162,21 @@ void RemoteSgsPool::dispatch(std::vector<engine::Request> requests) {
       }
       load[best] += r.n;
       const int64_t id = r.request_id;
-      r.on_sample = [this, id](engine::Sample&& s) {
+      const int instance = static_cast<int>(best);
+      r.on_sample = [this, id, instance](engine::Sample&& s) {
         {
           std::lock_guard<std::mutex> lock(mu_);
           auto it = groups_.find(id);
           if (it == groups_.end()) return;
           s.sample_index = it->second.index_map.at(s.sample_index);
           if (--it->second.remaining == 0) groups_.erase(it);
+          if (--outstanding_ == 0) {
+            busy_total_s_ +=
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - busy_since_)
+                    .count();
+          }
         }
-        on_sample_(std::move(s));
+        if (sink_) sink_(instance, std::move(s));
       };
       per[best].push_back(std::move(r));
     }

@@ -3,10 +3,12 @@
 // prompt: its unfinished requests are re-dispatched to the live ones.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <optional>
 
 #include "streamrl/dist/remote_sgs.h"
+#include "streamrl/sgs/sample_stream.h"
 
 namespace streamrl::dist {
 
@@ -16,15 +18,14 @@ namespace streamrl::dist {
 // samples renumbered so each group still has sample indices 0..n-1.
 class RemoteSgsPool {
  public:
-  using SampleCallback = std::function<void(engine::Sample&&)>;
-
-  // `on_sample` receives every finished sample (on client threads; it must be thread-safe).
-  // Without options.run_id the pool draws a fresh run id. Throws InputError for no URLs.
+  // `sink` receives every finished sample with the index in `urls` of the instance that produced
+  // it, as sgs::InstancePool's sink does (on client threads). Without options.run_id the pool
+  // draws a fresh run id. Throws InputError for no URLs.
   RemoteSgsPool(const std::vector<std::string>& urls, RemoteSgsOptions options,
-                SampleCallback on_sample);
+                sgs::SampleSink sink);
   ~RemoteSgsPool();
 
-  // Queues `requests` (their on_sample is ignored; samples go to the pool's callback). Throws
+  // Queues `requests` (their on_sample is ignored; samples go to the pool's sink). Throws
   // RuntimeFailure when no instance is alive.
   void submit(std::vector<engine::Request> requests);
 
@@ -38,9 +39,10 @@ class RemoteSgsPool {
   void check_alive() const;
   // URLs of the live instances.
   std::vector<std::string> live_urls() const;
-  // Mean engine busy seconds of the live instances since they started (their /health), or
-  // nullopt when one does not answer (it is then failed, as by the watchdog) or report it.
-  std::optional<double> busy_seconds();
+  // Mean engine busy seconds of the live instances since they started (their /health). When one
+  // does not answer (it is then failed, as by the watchdog) or report it: the wall time during
+  // which samples of this pool were outstanding.
+  double busy_seconds();
   // The run id sent with weights and requests.
   const std::string& run_id() const { return options_.run_id; }
   // Requests re-dispatched after a failure, since construction.
@@ -59,15 +61,20 @@ class RemoteSgsPool {
   // are re-dispatched).
   void fail_instance(size_t instance, const std::string& error);
   void watch_health();
+  // The live instances' mean /health busy seconds; nullopt when one does not answer or report it.
+  std::optional<double> reported_busy_seconds();
 
   const RemoteSgsOptions options_;
-  const SampleCallback on_sample_;
+  const sgs::SampleSink sink_;
   std::atomic<bool> closing_{false};
   std::vector<std::unique_ptr<RemoteSgsClient>> clients_;
   mutable std::mutex mu_;
   std::vector<bool> dead_;
   std::vector<std::string> errors_;
   std::map<int64_t, Group> groups_;  // by request id, until all its samples arrived
+  int64_t outstanding_ = 0;          // samples submitted and not yet delivered
+  std::chrono::steady_clock::time_point busy_since_;  // when outstanding_ last left 0
+  double busy_total_s_ = 0;  // wall time of the earlier periods with samples outstanding
   std::atomic<int64_t> redispatched_{0};
   std::condition_variable wake_;  // ends the health watchdog's wait early on shutdown
   std::thread watchdog_;

@@ -1,5 +1,6 @@
 #include "streamrl/rl/rollout_generator.h"
 
+#include <chrono>
 #include <fstream>
 #include <map>
 
@@ -50,19 +51,8 @@ std::unique_ptr<RolloutGenerator> RolloutGenerator::remote(const std::vector<std
                                                            model::CausalLM& model,
                                                            int64_t weight_version) {
   std::unique_ptr<RolloutGenerator> g(new RolloutGenerator());
-  RolloutGenerator* self = g.get();
   g->remote_instances_ = static_cast<int>(urls.size());
-  g->remote_ = std::make_unique<dist::RemoteSgsPool>(urls, options, [self](engine::Sample&& s) {
-    {
-      std::lock_guard<std::mutex> lock(self->busy_mu_);
-      if (--self->outstanding_ == 0) {
-        self->busy_total_s_ +=
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - self->busy_since_)
-                .count();
-      }
-    }
-    self->queue_.push(std::move(s));
-  });
+  g->remote_ = std::make_unique<dist::RemoteSgsPool>(urls, options, g->queue_.sink());
   g->update_weights(weight_version, model);
   return g;
 }
@@ -71,13 +61,6 @@ RolloutGenerator::~RolloutGenerator() = default;  // the pools stop their thread
 
 void RolloutGenerator::submit(std::vector<engine::Request> requests) {
   if (remote_) {
-    int64_t samples = 0;
-    for (const auto& r : requests) samples += r.n;
-    {
-      std::lock_guard<std::mutex> lock(busy_mu_);
-      if (outstanding_ == 0 && samples > 0) busy_since_ = std::chrono::steady_clock::now();
-      outstanding_ += samples;
-    }
     remote_->submit(std::move(requests));
     return;
   }
@@ -161,17 +144,7 @@ int RolloutGenerator::instances() const {
 }
 
 double RolloutGenerator::busy_seconds() const {
-  if (remote_) {
-    // The servers' own engine time; else the wall time samples were outstanding.
-    if (const auto b = remote_->busy_seconds()) return *b;
-    std::lock_guard<std::mutex> lock(busy_mu_);
-    double total = busy_total_s_;
-    if (outstanding_ > 0) {
-      total +=
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - busy_since_).count();
-    }
-    return total;
-  }
+  if (remote_) return remote_->busy_seconds();
   if (!pool_) return engine_->stats().busy_seconds;
   double total = 0;
   for (int i = 0; i < pool_->size(); ++i) total += pool_->stats(i).busy_seconds;

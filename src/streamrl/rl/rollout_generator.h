@@ -7,9 +7,7 @@
 // processes reached by URL (dist::RemoteSgsPool, DESIGN.md §9) and weights travel over HTTP.
 #pragma once
 
-#include <chrono>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -72,8 +70,8 @@ class RolloutGenerator {
 
   bool dedicated() const { return pool_ != nullptr || remote_ != nullptr; }
   // Engine busy time summed over instances, divided by their number (the role's mean busy time).
-  // Remote: the wall time during which samples were outstanding (the instances' own busy time is
-  // not visible from here).
+  // Remote: the instances' own, or when one does not report it, the wall time during which
+  // samples were outstanding.
   double busy_seconds() const;
   int instances() const;
 
@@ -93,10 +91,6 @@ class RolloutGenerator {
   // Remote. Declared after queue_: the pool's client threads push into it until it is destroyed.
   std::unique_ptr<dist::RemoteSgsPool> remote_;
   int remote_instances_ = 0;
-  mutable std::mutex busy_mu_;
-  int64_t outstanding_ = 0;  // samples submitted and not yet back
-  std::chrono::steady_clock::time_point busy_since_;
-  double busy_total_s_ = 0;
 };
 
 }  // namespace streamrl::rl

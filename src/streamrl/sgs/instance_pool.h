@@ -1,7 +1,8 @@
 // The SGS instance pool (DESIGN.md §1, §7): N generation engines, each on its own thread with its
 // own copy of the model and its own core budget. Callers submit requests (with length estimates)
 // to instances, usually following a dispatch Assignment; every finished sample streams out at once
-// through one thread-safe sink. This is the sample stream the RL controller consumes.
+// through one thread-safe sink (sample_stream.h). This is the sample stream the RL controller
+// consumes.
 //
 // Each instance keeps its own admission queue: requests enter the engine in the queue's order
 // (the Assignment's order: LPT or FIFO) and only while the instance runs fewer than its batch size
@@ -10,18 +11,16 @@
 
 #include <chrono>
 #include <condition_variable>
-#include <deque>
-#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "streamrl/engine/engine.h"
 #include "streamrl/engine/engine_thread.h"
 #include "streamrl/sgs/dispatch.h"
+#include "streamrl/sgs/sample_stream.h"
 
 namespace streamrl::sgs {
 
@@ -30,25 +29,6 @@ struct PoolConfig {
   int threads_per_instance = 1;  // ATen/OpenBLAS core budget of each instance thread
   engine::EngineConfig engine;   // max_batch_size bounds every instance's batch size; instance k
                                  // traces on track engine.trace_track + k
-};
-
-// Called on an instance's thread for each finished sample (including aborted ones).
-using SampleSink = std::function<void(int instance, engine::Sample&& sample)>;
-
-// A thread-safe FIFO of finished samples, usable as a pool's sink.
-class SampleQueue {
- public:
-  void push(engine::Sample&& sample);
-  // The oldest sample, waiting up to `timeout`; nullopt on timeout.
-  std::optional<engine::Sample> pop(std::chrono::milliseconds timeout);
-  std::vector<engine::Sample> drain();  // everything queued now, oldest first
-  size_t size() const;
-  SampleSink sink();  // pushes into this queue; the queue must outlive its users
-
- private:
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<engine::Sample> samples_;
 };
 
 class InstancePool {

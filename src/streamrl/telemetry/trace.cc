@@ -1,6 +1,14 @@
 #include "streamrl/telemetry/trace.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 
 #include "streamrl/core/errors.h"
@@ -21,6 +29,46 @@ nlohmann::json read_trace_json(const std::filesystem::path& path) {
     throw InputError(path.string() + ": not a Trace Event Format file (no traceEvents array)");
   }
   return j;
+}
+
+// Appends `events` to `out`, comma-separated, after `before` events already there.
+void join_events(std::string& out, size_t before, const std::vector<nlohmann::json>& events) {
+  for (const auto& e : events) {
+    if (before++ > 0) out += ',';
+    out += e.dump();
+  }
+}
+
+// Overwrites `path` from `offset` on with `bytes` and cuts the file after them.
+void write_tail(const std::filesystem::path& path, uintmax_t offset, const std::string& bytes) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  const auto fail = [&](const std::string& what) {
+    const std::string why = std::strerror(errno);
+    if (fd >= 0) ::close(fd);
+    throw RuntimeFailure(what + " " + path.string() + ": " + why);
+  };
+  if (fd < 0) fail("cannot open");
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n =
+        ::pwrite(fd, bytes.data() + done, bytes.size() - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) fail("write failed for");
+    done += static_cast<size_t>(n);
+  }
+  if (::ftruncate(fd, static_cast<off_t>(offset + bytes.size())) != 0) fail("cannot truncate");
+  if (::close(fd) != 0) {
+    throw RuntimeFailure("write failed for " + path.string() + ": " + std::strerror(errno));
+  }
+}
+
+// Device, inode and size of `path` (zeros when it is missing): a rename over the file, as
+// write_file_atomic does, or a writer that changes its length changes them.
+std::array<uint64_t, 3> file_stamp(const std::filesystem::path& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return {0, 0, 0};
+  return {static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino),
+          static_cast<uint64_t>(st.st_size)};
 }
 
 }  // namespace
@@ -56,6 +104,7 @@ void Trace::span(int track, const std::string& name, Clock::time_point begin, Cl
 
 void Trace::add_span_locked(nlohmann::json e) {
   spans_.push_back(std::move(e));
+  ++recorded_;
   if (spans_.size() > max_spans_) {
     spans_.pop_front();
     ++dropped_;
@@ -72,17 +121,71 @@ size_t Trace::dropped() const {
   return dropped_;
 }
 
+nlohmann::json Trace::metadata(size_t dropped) const {
+  return {{"displayTimeUnit", "ms"},
+          {"otherData", {{"origin_unix_us", origin_unix_us_}, {"dropped_spans", dropped}}}};
+}
+
 nlohmann::json Trace::to_json() const {
   std::lock_guard<std::mutex> lock(mu_);
-  nlohmann::json events = names_;
+  nlohmann::json j = metadata(dropped_);
+  nlohmann::json& events = j["traceEvents"] = names_;
   for (const auto& e : spans_) events.push_back(e);
-  return {{"traceEvents", std::move(events)},
-          {"displayTimeUnit", "ms"},
-          {"otherData", {{"origin_unix_us", origin_unix_us_}, {"dropped_spans", dropped_}}}};
+  return j;
 }
 
 void Trace::write(const std::filesystem::path& path) const {
   core::write_file_atomic(path, to_json().dump());
+}
+
+void Trace::flush(const std::filesystem::path& path) {
+  std::lock_guard<std::mutex> flush_lock(flush_mu_);
+  const bool appendable = flushed_ && flushed_->path == path && file_stamp(path) == flushed_->stamp;
+  Flushed next;
+  std::vector<nlohmann::json> fresh;  // events not in the file yet
+  std::string tail;                   // what follows traceEvents' ']'
+  bool whole = !appendable;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const uint64_t first_kept = recorded_ - spans_.size();
+    if (appendable) {
+      next = *flushed_;
+      const uint64_t from = std::max(next.next_span, first_kept);
+      whole = next.spans + (recorded_ - from) > 2 * max_spans_;
+      if (!whole) {
+        fresh.assign(names_.begin() + static_cast<std::ptrdiff_t>(next.names), names_.end());
+        fresh.insert(fresh.end(), spans_.begin() + static_cast<std::ptrdiff_t>(from - first_kept),
+                     spans_.end());
+        next.spans += recorded_ - from;
+        next.lost += from - next.next_span;
+      }
+    }
+    if (whole) {
+      next = Flushed{path, {}, 0, 0, 0, spans_.size(), dropped_};
+      fresh = names_;
+      fresh.insert(fresh.end(), spans_.begin(), spans_.end());
+    }
+    next.names = names_.size();
+    next.next_span = recorded_;
+    // The metadata follows the events, so an append rewrites only what comes after them.
+    tail = "," + metadata(next.lost).dump().substr(1);
+  }
+  if (!whole && fresh.empty() && next.lost == flushed_->lost) return;
+  std::string text;
+  if (whole) {
+    text = R"({"traceEvents":[)";
+    join_events(text, 0, fresh);
+    next.events_end = text.size();
+    text += ']' + tail;
+    core::write_file_atomic(path, text);
+  } else {
+    join_events(text, flushed_->names + flushed_->spans, fresh);
+    next.events_end = flushed_->events_end + text.size();
+    text += ']' + tail;
+    write_tail(path, flushed_->events_end, text);
+  }
+  next.stamp = file_stamp(path);
+  flushed_ = std::move(next);
 }
 
 void Trace::merge_file(const std::filesystem::path& path) {

@@ -3,12 +3,15 @@
 // bubbles are visible as gaps (DESIGN.md §12).
 #pragma once
 
+#include <array>
 #include <chrono>
+#include <cstdint>
 #include <deque>
 #include <filesystem>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +44,17 @@ class Trace {
   // Writes to_json() atomically to `path`.
   void write(const std::filesystem::path& path) const;
 
+  // Adds the events recorded since the last flush to `path`, so each call costs its new events
+  // only. The first flush to a path (or after the file was replaced, as by write()) writes the
+  // whole trace atomically; later ones overwrite the file's tail (what follows the traceEvents
+  // array) with the new events and a new tail. After every flush the file is a complete trace
+  // with to_json()'s events (track names recorded later follow earlier spans) and, until it is
+  // next rewritten, older spans max_spans has since dropped from memory; its dropped_spans counts
+  // the spans that never reached it. Once it would hold more than 2 * max_spans spans it is
+  // rewritten with the kept ones, which bounds it as the trace is. A reader during a flush may
+  // see the file cut short. Throws RuntimeFailure on I/O errors.
+  void flush(const std::filesystem::path& path);
+
   // Adds the events of another process's trace file (its own track numbers, which must not
   // collide with ours), shifted onto this trace's origin by the two origins' wall-clock times.
   // InputError when the file is missing or not a trace.
@@ -54,14 +68,29 @@ class Trace {
   static Contents read(const std::filesystem::path& path);
 
  private:
+  // Where flush() left its file.
+  struct Flushed {
+    std::filesystem::path path;
+    std::array<uint64_t, 3> stamp{};  // its device, inode and size as flush() left it
+    uintmax_t events_end = 0;         // offset of the ']' that closes traceEvents
+    size_t names = 0;                 // names_ in the file
+    uint64_t next_span = 0;  // recorded_ when it was flushed: later spans are not in the file
+    size_t spans = 0;        // spans in the file
+    size_t lost = 0;         // spans dropped before they reached the file
+  };
+
   void add_span_locked(nlohmann::json e);
+  nlohmann::json metadata(size_t dropped) const;  // everything but traceEvents
   Clock::time_point origin_;
   double origin_unix_us_;  // wall-clock microseconds of origin_
   size_t max_spans_;
   mutable std::mutex mu_;
   std::vector<nlohmann::json> names_;  // thread_name metadata events
-  std::deque<nlohmann::json> spans_;
+  std::deque<nlohmann::json> spans_;   // the last spans_.size() of recorded_
+  uint64_t recorded_ = 0;              // spans ever recorded
   size_t dropped_ = 0;
+  std::mutex flush_mu_;  // serialises flush(); guards flushed_
+  std::optional<Flushed> flushed_;
 };
 
 // A span that records itself when it goes out of scope; a null trace records nothing.
