@@ -223,7 +223,7 @@ nlohmann::json run_learning(const BenchOptions& options) {
       {"threads", threads},
       {"quick", options.quick},
       {"settings",
-       {{"mode", rc.mode},
+       {{"mode", core::mode_name(rc.mode)},
         {"reward", rc.data.reward},
         {"max_difficulty", rc.data.max_difficulty},
         {"curriculum", rc.data.curriculum.enabled ? "pass_rate" : "none"},

@@ -6,19 +6,18 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "streamrl/core/batching_sim.h"
 #include "streamrl/core/ptl_table.h"
 #include "streamrl/planner/hardware.h"
 #include "streamrl/planner/model_shape.h"
 
 namespace streamrl::planner {
 
-// Seconds of one decode step (one token for each of `batch` sequences whose mean cached context is
-// `context` tokens).
-using StepFn = std::function<double(double batch, double context)>;
+// Seconds of one decode step, as the batching simulation reads it.
+using core::StepFn;
 
 // One generation instance (one engine; `devices` accelerators with tensor parallelism).
 struct InstanceModel {

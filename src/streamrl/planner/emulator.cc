@@ -6,7 +6,9 @@
 #include <random>
 #include <set>
 
+#include "streamrl/core/batching_sim.h"
 #include "streamrl/core/errors.h"
+#include "streamrl/core/packing.h"
 
 namespace streamrl::planner {
 namespace {
@@ -39,60 +41,39 @@ void assign_lpt(const std::vector<int>& groups, const Batch& b, int first, int n
   }
 }
 
-// Padded tokens of sequences of `lens` tokens packed as rl::PolicyStep packs them: longest first,
-// a new micro-batch when rows x its longest would exceed `budget`. With `keep_partial` (more
-// samples are coming), a micro-batch that has room for another row or is under 80% real tokens
-// is not run: its lengths stay in `lens`. Otherwise `lens` is emptied.
-int64_t pack_padded(std::vector<int>& lens, int64_t budget, bool keep_partial) {
-  std::sort(lens.rbegin(), lens.rend());
-  std::vector<std::pair<size_t, size_t>> packs;  // [begin, end) in lens
-  for (size_t i = 0; i < lens.size(); ++i) {
-    if (packs.empty() ||
-        static_cast<int64_t>(i - packs.back().first + 1) * lens[packs.back().first] > budget) {
-      packs.emplace_back(i, i);
-    }
-    packs.back().second = i + 1;
-  }
-  std::vector<int> kept;
+// Padded tokens of the micro-batches a trainer runs now out of sequences of `lens` tokens, packed
+// as rl::PolicyStep packs them (core::pack_eager: with `more_coming`, partly filled or mostly
+// padded micro-batches wait). The lengths that wait stay in `lens`.
+int64_t pack_padded(std::vector<int>& lens, int64_t budget, bool more_coming) {
+  const std::vector<int64_t> lengths(lens.begin(), lens.end());
+  const core::EagerPacks packs = core::pack_eager(lengths, budget, more_coming);
   int64_t padded = 0;
-  for (const auto& [b, e] : packs) {
-    const int64_t longest = lens[b], rows = static_cast<int64_t>(e - b);
-    int64_t real = 0;
-    for (size_t i = b; i < e; ++i) real += lens[i];
-    if (keep_partial && (rows * longest + longest <= budget || real < 0.8 * rows * longest)) {
-      kept.insert(kept.end(), lens.begin() + b, lens.begin() + e);
-    } else {
-      padded += rows * longest;
-    }
+  for (const auto& idx : packs.run) {
+    padded += static_cast<int64_t>(idx.size()) * lengths[idx.front()];
   }
-  lens = std::move(kept);
+  lens.clear();
+  for (size_t i : packs.keep) lens.push_back(static_cast<int>(lengths[i]));
   return padded;
 }
 
-struct Running {
-  int sample;
-  int remaining;
-  double context;
-};
-
-// Continuous batching on one instance: admits whole groups in `order` while slots are free (one
-// group always when idle, so an oversized group still runs), prefills them, and decodes in chunks
-// between completions, where the batch size is constant.
+// Continuous batching on one instance (core::BatchingSim): admits whole groups in `order` while
+// slots are free (one group always when idle, so an oversized group still runs) and prefills
+// them, the prompt of a group once (prefix sharing).
 double run_instance(const InstanceModel& inst, const Batch& b, const std::vector<int>& order,
                     double start, std::vector<double>& finish, TraceWriter* trace, int tid,
                     int iteration) {
-  std::vector<Running> running;
+  core::BatchingSim sim(inst.step_seconds);
   double t = start;
   size_t next = 0;
   while (true) {
     double prefill = 0;
     while (next < order.size() &&
-           (running.empty() || static_cast<int>(running.size()) + b.group_size <= inst.max_batch)) {
+           (sim.running() == 0 || sim.running() + b.group_size <= inst.max_batch)) {
       const int g = order[next++];
-      prefill += b.prompt_tokens[g];  // prefix sharing: a group's prompt is prefilled once
+      prefill += b.prompt_tokens[g];
       for (int i = 0; i < b.group_size; ++i) {
         const int s = g * b.group_size + i;
-        running.push_back({s, b.output_tokens[s], static_cast<double>(b.prompt_tokens[g])});
+        sim.admit(s, b.output_tokens[s], b.prompt_tokens[g]);
       }
     }
     if (prefill > 0 && inst.prefill_tokens_per_s > 0) {
@@ -100,58 +81,25 @@ double run_instance(const InstanceModel& inst, const Batch& b, const std::vector
       if (trace) trace->span(kGenPid, tid, "prefill", t, dt, {{"iteration", iteration}});
       t += dt;
     }
-    if (running.empty()) break;
-    int k = running.front().remaining;
-    double ctx = 0;
-    for (const auto& r : running) {
-      k = std::min(k, r.remaining);
-      ctx += r.context;
-    }
-    const double bs = running.size();
-    const double dt = k * inst.step_seconds(bs, ctx / bs + k / 2.0);
+    if (sim.running() == 0) break;
+    const core::BatchingSim::Chunk& c = sim.decode_to_next_completion();
     if (trace) {
-      trace->span(kGenPid, tid, "decode", t, dt,
-                  {{"iteration", iteration}, {"batch", running.size()}, {"steps", k}});
+      trace->span(
+          kGenPid, tid, "decode", t, c.seconds,
+          {{"iteration", iteration}, {"batch", c.batch}, {"steps", static_cast<int>(c.steps)}});
     }
-    t += dt;
-    for (auto& r : running) {
-      r.remaining -= k;
-      r.context += k;
-      if (r.remaining == 0) finish[r.sample] = t;
-    }
-    std::erase_if(running, [](const Running& r) { return r.remaining == 0; });
+    t += c.seconds;
+    for (int s : c.finished) finish[s] = t;
   }
   return t - start;
 }
 
 }  // namespace
 
-Mode parse_mode(const std::string& name) {
-  if (name == "colocate") return Mode::kColocate;
-  if (name == "disagg") return Mode::kDisagg;
-  if (name == "stream") return Mode::kStream;
-  if (name == "async") return Mode::kAsync;
-  throw InputError("unknown mode '" + name + "' (colocate, disagg, stream, async)");
-}
-
 Dispatch parse_dispatch(const std::string& name) {
   if (name == "random") return Dispatch::kRandom;
   if (name == "skew_aware") return Dispatch::kSkewAware;
   throw InputError("unknown dispatch '" + name + "' (random, skew_aware)");
-}
-
-std::string mode_name(Mode mode) {
-  switch (mode) {
-    case Mode::kColocate:
-      return "colocate";
-    case Mode::kDisagg:
-      return "disagg";
-    case Mode::kStream:
-      return "stream";
-    case Mode::kAsync:
-      return "async";
-  }
-  return "?";
 }
 
 std::string dispatch_name(Dispatch dispatch) {
@@ -280,8 +228,9 @@ EmulatorResult emulate(const EmulatorInput& in) {
     trace->name_track(kTrainPid, "trainer", 0, "trainer");
     trace->name_track(kTrainPid, "trainer", 1, "weight transfer");
   }
-  const bool streaming = in.mode == Mode::kStream || in.mode == Mode::kAsync;
-  const double wu = in.mode == Mode::kColocate ? 0 : in.weight_update_s;
+  const core::ModeTraits mode = core::traits(in.mode);
+  const bool streaming = mode.on_arrival;
+  const double wu = mode.dedicated_generator ? in.weight_update_s : 0;
   double trainer_free = 0, gen_busy = 0, train_busy = 0;
   int64_t samples = 0;
   auto& its = out.iterations;
@@ -289,7 +238,7 @@ EmulatorResult emulate(const EmulatorInput& in) {
     const Batch& b = in.batches[k];
     IterationTiming it;
     if (k > 0) {
-      if (in.mode == Mode::kAsync) {
+      if (mode.iterations_ahead > 0) {
         // Weights k-1 (made by training batch k-2) must be installed: staleness at most one.
         it.gen_start = std::max(its[k - 1].gen_end, k >= 2 ? its[k - 2].weights_ready : 0.0);
       } else {
@@ -315,7 +264,7 @@ EmulatorResult emulate(const EmulatorInput& in) {
                                ? in.trainer.micro_batch_tokens
                                : std::numeric_limits<int64_t>::max();
     const bool padded = in.trainer.padded && in.trainer.micro_batch_tokens > 0;
-    double t = std::max(trainer_free, in.mode == Mode::kColocate ? g.end : 0.0);
+    double t = std::max(trainer_free, mode.dedicated_generator ? 0.0 : g.end);
     const double iteration_start = t;
     int64_t buf_tokens = 0;
     int buf_samples = 0;
@@ -380,7 +329,7 @@ EmulatorResult emulate(const EmulatorInput& in) {
   const double last_train = its.back().train_end;
   // Synchronous modes cannot start the next iteration before the weights land, so the last push
   // belongs to the iteration; in async it overlaps the next one.
-  out.makespan = in.mode == Mode::kAsync ? last_train : its.back().weights_ready;
+  out.makespan = mode.iterations_ahead > 0 ? last_train : its.back().weights_ready;
   const double n = static_cast<double>(its.size());
   out.iteration_seconds = out.makespan / n;
   out.steady_iteration_seconds =
@@ -395,15 +344,11 @@ EmulatorResult emulate(const EmulatorInput& in) {
   return out;
 }
 
-nlohmann::json EmulatorResult::to_json() const {
-  return {{"iteration_seconds", iteration_seconds},
-          {"steady_iteration_seconds", steady_iteration_seconds},
-          {"samples_per_s", samples_per_s},
-          {"gen_seconds", gen_seconds},
-          {"train_seconds", train_seconds},
-          {"gen_idle_fraction", gen_idle_fraction},
-          {"train_idle_fraction", train_idle_fraction},
-          {"makespan", makespan}};
-}
+// The summary figures (not the per-iteration timings or the trace).
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(EmulatorResult, iteration_seconds, steady_iteration_seconds,
+                                   samples_per_s, gen_seconds, train_seconds, gen_idle_fraction,
+                                   train_idle_fraction, makespan)
+
+nlohmann::json EmulatorResult::to_json() const { return *this; }
 
 }  // namespace streamrl::planner

@@ -10,18 +10,17 @@
 #include <string>
 #include <vector>
 
+#include "streamrl/core/rl_mode.h"
 #include "streamrl/planner/cost_model.h"
 #include "streamrl/planner/trace.h"
 #include "streamrl/planner/workload.h"
 
 namespace streamrl::planner {
 
-enum class Mode {
-  kColocate,  // generate the whole batch, then train, on the same devices; no weight transfer
-  kDisagg,    // separate devices; training waits for the full batch; generation for the weights
-  kStream,    // separate devices; dynamic batches train on arrival; weights pushed at the end
-  kAsync,     // generation of iteration k uses weights k-1; transfer overlaps training
-};
+// The controller modes are core's, shared with the RL loop.
+using core::Mode;
+using core::mode_name;
+using core::parse_mode;
 
 enum class Dispatch {
   kRandom,     // groups to random instances, FIFO admission (the Random-FIFO baseline)
@@ -29,9 +28,7 @@ enum class Dispatch {
                // the others, LPT inside instances (N_l: see choose_long_instances)
 };
 
-Mode parse_mode(const std::string& name);          // "colocate" | "disagg" | "stream" | "async"
 Dispatch parse_dispatch(const std::string& name);  // "random" | "skew_aware"
-std::string mode_name(Mode mode);
 std::string dispatch_name(Dispatch dispatch);
 
 struct EmulatorInput {

@@ -397,15 +397,13 @@ PlanConfig PlanConfig::from_config(const core::Config& cfg) {
     const auto s = cfg.section("heterogeneous");
     auto& h = c.heterogeneous;
     h.enabled = true;
-    std::string mode = mode_name(h.mode);
     s.get("gen_accelerator", h.gen_accelerator);
     s.get("gen_devices", h.gen_devices);
     s.get("train_accelerator", h.train_accelerator);
     s.get("train_devices", h.train_devices);
     s.get("link_gb_s", h.link_gb_s);
     s.get("baseline_devices", h.baseline_devices);
-    s.get("mode", mode);
-    h.mode = parse_mode(mode);
+    h.mode = core::read_mode(s, "mode", h.mode);
   }
   return c;
 }

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "streamrl/core/errors.h"
+#include "streamrl/core/packing.h"
 #include "streamrl/core/threads.h"
 #include "streamrl/rl/loss_aggregation.h"
 #include "streamrl/rl/sequences.h"
@@ -57,8 +58,6 @@ PolicyStep::PolicyStep(model::CausalLM& model, torch::optim::Optimizer& optimize
   optimizer_.zero_grad();
 }
 
-constexpr double kMinPackFill = 0.8;  // real / padded tokens of an eager micro-batch
-
 void PolicyStep::add(std::vector<ScoredSample> samples, bool eager) {
   for (auto& s : samples) {
     if (skip_zero_advantage_ && s.advantage == 0.0) {
@@ -81,34 +80,17 @@ void PolicyStep::run_buffered(bool full_only) {
   if (buffer_.empty()) return;
   std::vector<int64_t> lengths;
   for (const auto& s : buffer_) lengths.push_back(total_tokens(s));
-  auto packs = pack_by_token_budget(lengths, config_.micro_batch_tokens);
-  // While more samples are coming, a pack waits for them when it is partly filled (the shortest
-  // leftovers: a small micro-batch has the same fixed cost and less efficient matmuls) or mostly
-  // padding (its rows are much shorter than its longest).
-  std::vector<size_t> keep;
-  if (full_only) {
-    std::vector<std::vector<size_t>> run;
-    for (auto& idx : packs) {
-      const int64_t padded = static_cast<int64_t>(idx.size()) * lengths[idx.front()];
-      int64_t real = 0;
-      for (size_t i : idx) real += lengths[i];
-      const bool partial = padded + lengths[idx.front()] <= config_.micro_batch_tokens;
-      if (partial || real < kMinPackFill * static_cast<double>(padded)) {
-        keep.insert(keep.end(), idx.begin(), idx.end());
-      } else {
-        run.push_back(std::move(idx));
-      }
-    }
-    packs = std::move(run);
-  }
-  for (const auto& idx : packs) {
+  // While more samples are coming, partly filled or mostly padded packs wait for them.
+  const core::EagerPacks packs =
+      core::pack_eager(lengths, config_.micro_batch_tokens, /*more_coming=*/full_only);
+  for (const auto& idx : packs.run) {
     std::vector<const ScoredSample*> rows;
     for (size_t i : idx) rows.push_back(&buffer_[i]);
     run_micro_batch(rows);
   }
   std::vector<ScoredSample> rest;
   buffered_tokens_ = 0;
-  for (size_t i : keep) {
+  for (size_t i : packs.keep) {
     buffered_tokens_ += lengths[i];
     rest.push_back(std::move(buffer_[i]));
   }

@@ -12,19 +12,10 @@
 #include "streamrl/model/transformer.h"
 #include "streamrl/rl/optim.h"
 #include "streamrl/rl/policy_loss.h"
+#include "streamrl/rl/trajectory.h"
 #include "streamrl/telemetry/trace.h"
 
 namespace streamrl::rl {
-
-// A finished sample with the trainer's per-sample results attached.
-struct ScoredSample {
-  engine::Sample sample;
-  double score = 0;      // the verifier's reward in [0, 1]
-  double reward = 0;     // score after any shaping (KL in the reward); advantages use this
-  double advantage = 0;  // filled once the sample's group is complete
-  int difficulty = 0;    // of the problem, for metrics
-  std::vector<float> ref_logprobs;  // [output_ids.size()]; empty when no reference model is used
-};
 
 struct UpdateConfig {
   int micro_batch_tokens = 4096;  // padded tokens per forward/backward
@@ -48,12 +39,24 @@ struct UpdateResult {
   double cpu_seconds = 0;  // the calling thread's CPU time in the same spans
 };
 
+// What the RL loop needs of one trainer step: trajectories in (eagerly as groups complete, or all
+// at the end), one optimizer step out. PolicyStep is the data-parallel step; a pipelined trainer is
+// another implementation, handed to the loop as a factory.
+class TrainerStep {
+ public:
+  virtual ~TrainerStep() = default;
+  // Buffers samples whose advantages are set; with `eager`, may train on them before finish().
+  virtual void add(std::vector<ScoredSample> samples, bool eager) = 0;
+  // Trains on what is left, then takes the optimizer step at learning rate `lr`.
+  virtual UpdateResult finish(double lr, double grad_clip) = 0;
+};
+
 // One optimizer step assembled from samples as they arrive. Each micro-batch's loss is summed
 // unnormalised and backwarded at once; finish() divides the accumulated gradients by the global
 // count (tokens or sequences, rl_algorithms.md §4) before clipping and stepping. The update is
 // therefore the same however the samples were split into micro-batches or when they arrived
 // (DESIGN.md §1: `stream` gives the same update as `disagg`), up to float re-association.
-class PolicyStep {
+class PolicyStep : public TrainerStep {
  public:
   // Zeroes the gradients of `model`; both must outlive this object.
   PolicyStep(model::CausalLM& model, torch::optim::Optimizer& optimizer, const RlLossConfig& loss,
@@ -64,14 +67,14 @@ class PolicyStep {
   // a partly filled one for later samples; otherwise only at flush(). A sample
   // whose advantage is exactly 0 has no gradient when neither KL nor entropy is in the loss; it
   // then only counts in the global denominator and skips forward/backward.
-  void add(std::vector<ScoredSample> samples, bool eager);
+  void add(std::vector<ScoredSample> samples, bool eager) override;
 
   // Runs forward/backward over everything still buffered, packed longest first.
   void flush();
 
   // flush(), then scales gradients by 1/count, clips to `grad_clip` and steps. Throws
   // RuntimeFailure when the loss or gradient norm is not finite; parameters are then unchanged.
-  UpdateResult finish(double lr, double grad_clip);
+  UpdateResult finish(double lr, double grad_clip) override;
 
   int64_t buffered_tokens() const { return buffered_tokens_; }
 

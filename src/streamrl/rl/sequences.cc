@@ -110,22 +110,4 @@ SequenceBatch make_sequence_batch(const std::vector<std::vector<int32_t>>& promp
   return out;
 }
 
-std::vector<std::vector<size_t>> pack_by_token_budget(const std::vector<int64_t>& lengths,
-                                                      int64_t token_budget) {
-  std::vector<size_t> order(lengths.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return lengths[a] > lengths[b]; });
-  std::vector<std::vector<size_t>> out;
-  for (size_t i : order) {
-    // Sorted longest first, so the first item of a micro-batch is its longest.
-    if (out.empty() ||
-        static_cast<int64_t>(out.back().size() + 1) * lengths[out.back().front()] > token_budget) {
-      out.emplace_back();
-    }
-    out.back().push_back(i);
-  }
-  return out;
-}
-
 }  // namespace streamrl::rl

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "streamrl/core/packing.h"
 #include "streamrl/tasks/task.h"
 #include "streamrl/tokenizer/chat_template.h"
 #include "streamrl/tokenizer/tokenizer.h"
@@ -84,11 +85,7 @@ struct SequenceBatch {
 SequenceBatch make_sequence_batch(const std::vector<std::vector<int32_t>>& prompts,
                                   const std::vector<std::vector<int32_t>>& completions);
 
-// Splits items of the given lengths into micro-batches whose padded size (rows x longest row)
-// stays within `token_budget`, grouping similar lengths (longest first) so long-tailed batches do
-// not pad every row to the longest one. An item longer than the budget gets a micro-batch alone.
-// Returns indices into `lengths`; every index appears exactly once.
-std::vector<std::vector<size_t>> pack_by_token_budget(const std::vector<int64_t>& lengths,
-                                                      int64_t token_budget);
+// Micro-batches within a token budget, longest first (core/packing.h), shared with the planner.
+using core::pack_by_token_budget;
 
 }  // namespace streamrl::rl

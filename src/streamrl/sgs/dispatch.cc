@@ -62,7 +62,7 @@ constexpr double kAlphaGrid[] = {0.0,  0.01, 0.02,  0.03, 0.04, 0.05, 0.06, 0.07
                                  0.09, 0.10, 0.125, 0.15, 0.2,  0.25, 0.3,  0.4,  0.5};
 
 // The best batch size for one instance's members (in LPT order) and its replayed seconds.
-GroupLatency replay_members(const engine::Profile& profile, const std::vector<DispatchItem>& items,
+GroupLatency replay_members(const core::PtlTable& ptl, const std::vector<DispatchItem>& items,
                             const std::vector<size_t>& members, int max_batch) {
   if (members.empty()) return {0.0, max_batch};
   std::vector<double> lengths;
@@ -70,7 +70,7 @@ GroupLatency replay_members(const engine::Profile& profile, const std::vector<Di
   const int prompt = mean_prompt_len(items, members);
   GroupLatency best{kInf, max_batch};
   for (int bs = 1;; bs = std::min(2 * bs, max_batch)) {
-    const double s = replay_instance(profile, lengths, bs, prompt);
+    const double s = replay_instance(ptl, lengths, bs, prompt);
     if (s < best.seconds) best = {s, bs};
     if (bs == max_batch || bs >= static_cast<int>(lengths.size())) break;
   }
@@ -83,12 +83,12 @@ struct GroupPlan {
   double seconds = 0;  // slowest instance
 };
 
-GroupPlan replay_group(const engine::Profile& profile, const std::vector<DispatchItem>& items,
+GroupPlan replay_group(const core::PtlTable& ptl, const std::vector<DispatchItem>& items,
                        const std::vector<size_t>& sorted, int instances, int max_batch) {
   GroupPlan g;
   g.members = spread_lpt(items, sorted, instances);
   for (const auto& m : g.members) {
-    const GroupLatency l = replay_members(profile, items, m, max_batch);
+    const GroupLatency l = replay_members(ptl, items, m, max_batch);
     g.batch.push_back(l.batch_size);
     g.seconds = std::max(g.seconds, l.seconds);
   }
@@ -98,7 +98,7 @@ GroupPlan replay_group(const engine::Profile& profile, const std::vector<Dispatc
 // Algorithm 2 with the replay model over `items` whose estimates are already calibrated: every
 // candidate cut (one when alpha is fixed) and N_l; the split whose slowest instance ends first,
 // ties to the smaller cut. Fills `a` and the members and batch sizes.
-void replay_split(const engine::Profile& profile, const std::vector<DispatchItem>& items,
+void replay_split(const core::PtlTable& ptl, const std::vector<DispatchItem>& items,
                   const std::vector<size_t>& sorted, int instances, const DispatchConfig& config,
                   Assignment& a, std::vector<std::vector<size_t>>& members,
                   std::vector<int>& batch) {
@@ -121,8 +121,8 @@ void replay_split(const engine::Profile& profile, const std::vector<DispatchItem
     if (tail.empty()) lo = hi = 0;
     if (rest.empty()) lo = hi = instances;
     for (int nl = lo; nl <= hi; ++nl) {
-      GroupPlan lp = replay_group(profile, items, tail, nl, config.max_batch_size);
-      GroupPlan rp = replay_group(profile, items, rest, instances - nl, config.max_batch_size);
+      GroupPlan lp = replay_group(ptl, items, tail, nl, config.max_batch_size);
+      GroupPlan rp = replay_group(ptl, items, rest, instances - nl, config.max_batch_size);
       const double s = std::max(lp.seconds, rp.seconds);
       if (!(s < best)) continue;
       best = s;
@@ -191,35 +191,44 @@ std::vector<double> LengthWindow::sorted() const {
   return v;
 }
 
-double eq2_latency(const engine::Profile& profile, int samples, double length, int batch,
-                   int context) {
+double eq2_latency(const core::PtlTable& ptl, int samples, double length, int batch, int context) {
   if (samples <= 0) return 0.0;
   const int rounds = (samples + batch - 1) / batch;
-  return profile.step_seconds(batch, context) * length * rounds;
+  return ptl.step_seconds(batch, context) * length * rounds;
 }
 
-GroupLatency group_latency(const engine::Profile& profile, int samples, double length,
-                           int instances, int max_batch, int context) {
+double eq2_latency(const engine::Profile& profile, int samples, double length, int batch,
+                   int context) {
+  return eq2_latency(profile.table(), samples, length, batch, context);
+}
+
+GroupLatency group_latency(const core::PtlTable& ptl, int samples, double length, int instances,
+                           int max_batch, int context) {
   if (samples <= 0) return {0.0, max_batch};
   if (instances <= 0) return {kInf, 0};
   const int per_instance = (samples + instances - 1) / instances;
   GroupLatency best{kInf, 0};
   for (int bs = 1; bs <= std::min(per_instance, max_batch); ++bs) {
-    const double s = eq2_latency(profile, per_instance, length, bs, context);
+    const double s = eq2_latency(ptl, per_instance, length, bs, context);
     if (s < best.seconds) best = {s, bs};
   }
   return best;
 }
 
-SplitChoice choose_split(const engine::Profile& profile, const GroupSpec& long_group,
+GroupLatency group_latency(const engine::Profile& profile, int samples, double length,
+                           int instances, int max_batch, int context) {
+  return group_latency(profile.table(), samples, length, instances, max_batch, context);
+}
+
+SplitChoice choose_split(const core::PtlTable& ptl, const GroupSpec& long_group,
                          const GroupSpec& regular_group, int n, int max_batch,
                          SplitObjective objective) {
   if (n < 1 || max_batch < 1) throw InputError("choose_split: need n >= 1 and max_batch >= 1");
   auto evaluate = [&](int nl) {
-    const GroupLatency l = group_latency(profile, long_group.samples, long_group.length, nl,
-                                         max_batch, long_group.context);
-    const GroupLatency r = group_latency(profile, regular_group.samples, regular_group.length,
-                                         n - nl, max_batch, regular_group.context);
+    const GroupLatency l = group_latency(ptl, long_group.samples, long_group.length, nl, max_batch,
+                                         long_group.context);
+    const GroupLatency r = group_latency(ptl, regular_group.samples, regular_group.length, n - nl,
+                                         max_batch, regular_group.context);
     const double total =
         objective == SplitObjective::kMax ? std::max(l.seconds, r.seconds) : l.seconds + r.seconds;
     return SplitChoice{nl, n - nl, l.batch_size, r.batch_size, l.seconds, r.seconds, total};
@@ -240,6 +249,12 @@ SplitChoice choose_split(const engine::Profile& profile, const GroupSpec& long_g
     if (c.seconds < best.seconds || (c.seconds == best.seconds && c_sum < b_sum)) best = c;
   }
   return best;
+}
+
+SplitChoice choose_split(const engine::Profile& profile, const GroupSpec& long_group,
+                         const GroupSpec& regular_group, int n, int max_batch,
+                         SplitObjective objective) {
+  return choose_split(profile.table(), long_group, regular_group, n, max_batch, objective);
 }
 
 std::vector<size_t> lpt_order(const std::vector<DispatchItem>& items, std::vector<size_t> indices) {
@@ -299,13 +314,14 @@ Assignment dispatch(const std::vector<DispatchItem>& items, int instances,
         members[0] = sorted;
         break;
       }
+      const core::PtlTable ptl = profile->table();  // once: the searches below query it often
       if (config.latency_model == LatencyModel::kReplay) {
         std::vector<double> raw;
         for (const auto& it : items) raw.push_back(it.estimate);
         const std::vector<double> cal = calibrate_to_quantiles(raw, *lengths);
         std::vector<DispatchItem> calibrated = items;
         for (size_t i = 0; i < items.size(); ++i) calibrated[i].estimate = cal[i];
-        replay_split(*profile, calibrated, sorted, instances, config, a, members, batch);
+        replay_split(ptl, calibrated, sorted, instances, config, a, members, batch);
         break;
       }
       const size_t m = static_cast<size_t>(std::floor(config.alpha * sorted.size() + 1e-9));
@@ -318,7 +334,7 @@ Assignment dispatch(const std::vector<DispatchItem>& items, int instances,
       const GroupSpec rg{total_samples(items, rest), p50,
                          mean_prompt_len(items, rest) + static_cast<int>(p50 / 2)};
       const SplitChoice c =
-          choose_split(*profile, lg, rg, instances, config.max_batch_size, config.objective);
+          choose_split(ptl, lg, rg, instances, config.max_batch_size, config.objective);
       a.long_instances = c.long_instances;
       a.predicted_seconds = c.seconds;
       auto lp = spread_lpt(items, tail, c.long_instances);

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "streamrl/core/ptl_table.h"
 #include "streamrl/engine/engine.h"
 #include "streamrl/engine/profile.h"
 
@@ -89,8 +90,7 @@ struct Assignment {
 };
 
 // Eq. 2 on one instance: PTL(batch) x length x ceil(samples / batch). 0 for no samples.
-double eq2_latency(const engine::Profile& profile, int samples, double length, int batch,
-                   int context);
+double eq2_latency(const core::PtlTable& ptl, int samples, double length, int batch, int context);
 
 // The best batch size (1..max_batch) for `samples` samples spread evenly over `instances`
 // instances, and its Eq. 2 latency. Infinite latency when samples > 0 and instances == 0.
@@ -98,8 +98,8 @@ struct GroupLatency {
   double seconds = 0;
   int batch_size = 0;
 };
-GroupLatency group_latency(const engine::Profile& profile, int samples, double length,
-                           int instances, int max_batch, int context);
+GroupLatency group_latency(const core::PtlTable& ptl, int samples, double length, int instances,
+                           int max_batch, int context);
 
 // One group of Algorithm 2: its samples, the length assumed for all of them (P90 or P50), and the
 // context (prompt + half the output) at which PTL is looked up.
@@ -118,6 +118,16 @@ struct SplitChoice {
   double long_seconds = 0, regular_seconds = 0;
   double seconds = 0;  // objective value
 };
+SplitChoice choose_split(const core::PtlTable& ptl, const GroupSpec& long_group,
+                         const GroupSpec& regular_group, int n, int max_batch,
+                         SplitObjective objective);
+
+// The three above on `profile`'s table, built for each call: in a search, build it once with
+// table() and call the overloads above.
+double eq2_latency(const engine::Profile& profile, int samples, double length, int batch,
+                   int context);
+GroupLatency group_latency(const engine::Profile& profile, int samples, double length,
+                           int instances, int max_batch, int context);
 SplitChoice choose_split(const engine::Profile& profile, const GroupSpec& long_group,
                          const GroupSpec& regular_group, int n, int max_batch,
                          SplitObjective objective);

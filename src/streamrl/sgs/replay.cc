@@ -4,49 +4,40 @@
 #include <cmath>
 #include <numeric>
 
+#include "streamrl/core/batching_sim.h"
 #include "streamrl/core/errors.h"
 #include "streamrl/core/stats.h"
 #include "streamrl/sgs/dispatch.h"
 
 namespace streamrl::sgs {
 
-double replay_instance(const engine::Profile& profile, const std::vector<double>& lengths,
-                       int batch, int prompt_len) {
-  struct Seq {
-    double remaining, generated;
+double replay_instance(const core::PtlTable& ptl, const std::vector<double>& lengths, int batch,
+                       int prompt_len) {
+  const core::StepFn step = [&ptl](double bs, double context) {
+    return ptl.step_seconds(bs, context);
   };
-  if (lengths.empty()) return 0.0;
-  const core::PtlTable ptl = profile.table();
-  std::vector<Seq> running;
+  core::BatchingSim sim(step, prompt_len);
   double t = 0;
   size_t next = 0;
   batch = std::max(batch, 1);
-  while (next < lengths.size() || !running.empty()) {
+  while (next < lengths.size() || sim.running() > 0) {
     int admitted = 0;
-    while (next < lengths.size() && static_cast<int>(running.size()) < batch) {
-      running.push_back({std::max(1.0, std::ceil(lengths[next++])), 0});
+    while (next < lengths.size() && sim.running() < batch) {
+      sim.admit(static_cast<int>(next), std::max(1.0, std::ceil(lengths[next])), 0);
+      ++next;
       ++admitted;
     }
     if (admitted > 0 && ptl.prefill_tokens_per_s() > 0) {
       t += admitted * static_cast<double>(prompt_len) / ptl.prefill_tokens_per_s();
     }
-    // Between completions the batch is constant: advance to the next one in a single chunk, at
-    // the mean context halfway through it.
-    double k = running.front().remaining, generated = 0;
-    for (const Seq& s : running) {
-      k = std::min(k, s.remaining);
-      generated += s.generated;
-    }
-    const double bs = static_cast<double>(running.size());
-    const double context = prompt_len + generated / bs + k / 2;
-    t += k * ptl.step_seconds(bs, context);
-    for (Seq& s : running) {
-      s.remaining -= k;
-      s.generated += k;
-    }
-    std::erase_if(running, [](const Seq& s) { return s.remaining <= 0; });
+    t += sim.decode_to_next_completion().seconds;
   }
   return t;
+}
+
+double replay_instance(const engine::Profile& profile, const std::vector<double>& lengths,
+                       int batch, int prompt_len) {
+  return replay_instance(profile.table(), lengths, batch, prompt_len);
 }
 
 std::vector<double> calibrate_to_quantiles(const std::vector<double>& estimates,

@@ -7,6 +7,7 @@
 
 #include <vector>
 
+#include "streamrl/core/ptl_table.h"
 #include "streamrl/engine/profile.h"
 
 namespace streamrl::sgs {
@@ -14,8 +15,11 @@ namespace streamrl::sgs {
 class LengthWindow;
 
 // Seconds one instance takes for samples of `lengths` output tokens, admitted in the given order,
-// at most `batch` at once, each with a `prompt_len`-token prompt (prefilled at the profile's
+// at most `batch` at once, each with a `prompt_len`-token prompt (prefilled at the table's
 // prefill rate). Lengths below one token count as one.
+double replay_instance(const core::PtlTable& ptl, const std::vector<double>& lengths, int batch,
+                       int prompt_len);
+// The same on `profile`'s table, built for this call: in a search, build it once with table().
 double replay_instance(const engine::Profile& profile, const std::vector<double>& lengths,
                        int batch, int prompt_len);
 

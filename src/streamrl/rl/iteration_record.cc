@@ -1,0 +1,86 @@
+#include "streamrl/rl/iteration_record.h"
+
+#include <algorithm>
+
+#include "streamrl/tasks/length_stats.h"
+
+namespace streamrl::rl {
+
+IterationRecord iteration_record(const RlRunConfig& c, int64_t it, const IterationStats& st,
+                                 const UpdateResult& up, const RlLoop& loop, double iter_s,
+                                 dist::ProcessGroup* group) {
+  const int64_t done = it + 1;
+  const double gen_s = loop.generator_seconds();
+  const double trainer_busy = up.seconds + st.sample_work_s + st.weight_update_s;
+
+  double reward_mean = 0, correct = 0, samples = static_cast<double>(st.rewards.size());
+  for (double r : st.rewards) reward_mean += r;
+  for (double sc : st.scores) correct += sc >= 1.0;
+  if (group) {  // over all ranks' samples (lengths and versions below are rank 0's)
+    const std::vector<double> g = group->all_reduce_sum({reward_mean, correct, samples});
+    reward_mean = g[0], correct = g[1], samples = g[2];
+  }
+  reward_mean /= std::max(1.0, samples);
+  // Every sample may have been refused (async with a tight staleness bound).
+  tasks::LengthSummary ls =
+      st.lengths.empty() ? tasks::LengthSummary{} : tasks::summarize(st.lengths);
+  double mean_len = 0;
+  for (double l : st.lengths) mean_len += l;
+  mean_len /= std::max<size_t>(1, st.lengths.size());
+  int64_t min_version = it, max_version = it;
+  if (!st.versions.empty()) {
+    min_version = *std::min_element(st.versions.begin(), st.versions.end());
+    max_version = *std::max_element(st.versions.begin(), st.versions.end());
+  }
+  const auto& m = up.metrics;
+  nlohmann::json rec = {
+      {"step", done},
+      {"mode", core::mode_name(c.mode)},
+      {"weight_version", it},
+      {"sample_weight_version", {{"min", min_version}, {"max", max_version}}},
+      {"staleness_max", it - min_version},
+      {"refused_samples", loop.refused()},
+      {"reward_mean", reward_mean},
+      {"accuracy", correct / std::max(1.0, samples)},
+      {"response_length", {{"mean", mean_len}, {"p50", ls.p50}, {"p90", ls.p90}, {"max", ls.max}}},
+      {"kl", m.kl_mean()},
+      {"entropy", m.entropy_mean()},
+      {"clip_fraction", m.clip_fraction()},
+      {"ppo_kl", m.ppo_kl()},
+      {"loss", m.loss},
+      {"grad_norm", up.grad_norm},
+      {"skipped_zero_advantage", up.skipped_samples},
+      {"lr", up.lr},
+      {"samples", static_cast<int64_t>(samples)},
+      // The generator's busy time in this iteration's window; in async the window's tokens
+      // are partly the next iteration's, and the last window has none (null, not infinity).
+      {"generated_tokens_per_s",
+       gen_s > 1e-6 ? nlohmann::json(st.generated_tokens / gen_s) : nlohmann::json(nullptr)},
+      {"samples_per_s", samples / std::max(1e-9, iter_s)},
+      {"stage_seconds",
+       {{"generate", gen_s},
+        {"sample_work", st.sample_work_s},
+        {"reference", st.reference_s},
+        {"train", up.seconds},
+        {"train_cpu", up.cpu_seconds},  // the trainer thread's CPU time in those spans
+        {"weight_update", st.weight_update_s},
+        {"trainer_wait", st.wait_s},
+        {"iteration", iter_s}}},
+      // Colocated roles time-share the cores: each idles while the other stage runs.
+      {"idle_fraction",
+       {{"generator", std::max(0.0, 1.0 - gen_s / iter_s)},
+        {"trainer", std::max(0.0, 1.0 - trainer_busy / iter_s)}}},
+  };
+  if (loop.ranker_metrics()) rec["ranker"] = *loop.ranker_metrics();
+  if (c.dynamic_sampling.enabled) rec["dynamic_sampling"] = loop.dynamic_sampling();
+  if (c.overlong.filter) rec["overlong_filtered"] = loop.filtered();
+  if (c.data.curriculum.enabled) {
+    nlohmann::json rates = nlohmann::json::object();
+    for (const auto& [d, p] : loop.pass_rates()) rates[std::to_string(d)] = p;
+    rec["curriculum_pass_rate"] = rates;
+  }
+  if (group) rec["trainer_ranks"] = group->world_size();
+  return {std::move(rec), reward_mean, mean_len};
+}
+
+}  // namespace streamrl::rl
