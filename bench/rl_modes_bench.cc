@@ -172,42 +172,56 @@ nlohmann::json workload_json(const Workload& w, const std::string& ckpt, int ite
           {"runs_dir", (root / w.name).string()}};
 }
 
-constexpr const char* kCheckpoint = "runs/sft_sum/final";
+constexpr const char* kDefaultCheckpoint = "runs/sft_sum/final";
 const Workload kWholeTask = {"whole_task", {"data.max_difficulty=-1", "data.reward=answer"}};
 
-void require_checkpoint(const char* bench) {
-  if (!fs::exists(fs::path(kCheckpoint) / "config.json")) {
-    throw InputError(std::string("bench ") + bench + " needs the SFT checkpoint " + kCheckpoint +
+// One round of `w`: every variant once, in order, each figure logged under "workload.variant.";
+// the baseline is the faster colocate variant of this round (colocate_best).
+void run_round(const BenchOptions& options, const std::string& ckpt, const Workload& w,
+               const std::vector<Variant>& variants, const fs::path& root, int iterations,
+               int round, int rounds, Rounds& log, std::map<std::string, nlohmann::json>& runs) {
+  for (const auto& v : variants) {
+    std::cerr << "bench: round " << round + 1 << "/" << rounds << " " << w.name << " " << v.name
+              << " (" << iterations << " iterations)" << std::endl;
+    nlohmann::json s = run_variant(options, ckpt, w.overrides, root / w.name, v, iterations);
+    for (const char* f : kFigures) log.add(w.name + "." + v.name + "." + f, s[f]);
+    runs[v.name] = std::move(s);
+  }
+  const double best = std::max(log.values(w.name + ".colocate.samples_per_s").back(),
+                               log.values(w.name + ".colocate_1thread.samples_per_s").back());
+  log.add(w.name + ".colocate_best.samples_per_s", best);
+}
+
+// The policy the modes start from: --ckpt, else the main job's SFT checkpoint.
+std::string require_checkpoint(const char* bench, const BenchOptions& options) {
+  const std::string ckpt = options.ckpt.empty() ? kDefaultCheckpoint : options.ckpt;
+  if (!fs::exists(fs::path(ckpt) / "config.json")) {
+    throw InputError(std::string("bench ") + bench + " needs the SFT checkpoint " + ckpt +
                      "; create it with: streamrl sft --config configs/sft_sum.yaml");
   }
+  return ckpt;
 }
 
 }  // namespace
 
 nlohmann::json measure_modes_once(const BenchOptions& options, const fs::path& root) {
-  require_checkpoint("emulator");
+  const std::string ckpt = require_checkpoint("emulator", options);
   const int iterations = options.quick ? 3 : 8;
   const int cores = options.threads > 0 ? options.threads : 2;
   Rounds log("emulator", cores);
   log.begin_round(0);
   std::map<std::string, nlohmann::json> runs;
-  for (const auto& v : variants_for(cores)) {
-    std::cerr << "bench: measuring " << v.name << " (" << iterations << " iterations)" << std::endl;
-    runs[v.name] = run_variant(options, kCheckpoint, kWholeTask.overrides, root / kWholeTask.name,
-                               v, iterations);
-    for (const char* f : kFigures)
-      log.add(kWholeTask.name + "." + v.name + "." + f, runs[v.name][f]);
-  }
-  return workload_json(kWholeTask, kCheckpoint, iterations, cores, options, log, runs, root);
+  run_round(options, ckpt, kWholeTask, variants_for(cores), root, iterations, 0, 1, log, runs);
+  return workload_json(kWholeTask, ckpt, iterations, cores, options, log, runs, root);
 }
 
 // Two workloads of the default task: the task as generated (every difficulty, final-answer reward:
-// long-tailed outputs, the setting StreamRL is about; the headline) and the main job's curriculum
-// (configs/rl_sum.yaml as is: difficulty 0 only, ~10-token outputs, training-bound). Every round
-// runs every variant of both workloads once (interleaved), so load drift spreads over all of them.
+// long-tailed outputs, the setting StreamRL is about; the headline) and the main job's recipe
+// (configs/rl_sum.yaml as is: its pass-rate curriculum draws mostly easy, short prompts). Every
+// round runs every variant of both workloads once (interleaved), so load drift spreads over all of
+// them.
 nlohmann::json run_rl_modes(const BenchOptions& options) {
-  require_checkpoint("rl_modes");
-  const std::string ckpt = kCheckpoint;
+  const std::string ckpt = require_checkpoint("rl_modes", options);
   const fs::path root =
       fs::temp_directory_path() / ("streamrl_rl_modes_" + std::to_string(::getpid()));
   fs::remove_all(root);
@@ -221,16 +235,7 @@ nlohmann::json run_rl_modes(const BenchOptions& options) {
   for (int r = 0; r < rounds; ++r) {
     log.begin_round(r);
     for (const auto& w : workloads) {
-      for (const auto& v : variants) {
-        std::cerr << "bench rl_modes: round " << r + 1 << "/" << rounds << " " << w.name << " "
-                  << v.name << " (" << iterations << " iterations)" << std::endl;
-        nlohmann::json s = run_variant(options, ckpt, w.overrides, root / w.name, v, iterations);
-        for (const char* f : kFigures) log.add(w.name + "." + v.name + "." + f, s[f]);
-        last[w.name][v.name] = std::move(s);
-      }
-      const double best = std::max(log.values(w.name + ".colocate.samples_per_s").back(),
-                                   log.values(w.name + ".colocate_1thread.samples_per_s").back());
-      log.add(w.name + ".colocate_best.samples_per_s", best);
+      run_round(options, ckpt, w, variants, root, iterations, r, rounds, log, last[w.name]);
     }
   }
   nlohmann::json whole =

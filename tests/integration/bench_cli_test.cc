@@ -1,0 +1,62 @@
+// The RL benchmarks end to end in quick mode on a tiny random checkpoint: each finishes and its
+// last line is the JSON object with the keys the notes quote. The figures themselves are for
+// `bench`, not for tests (DESIGN.md §12).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "run_binary.h"
+
+namespace streamrl {
+namespace {
+using testing_util::last_line;
+using testing_util::run_streamrl;
+namespace fs = std::filesystem;
+
+class BenchCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing_util::fresh_temp_dir("bench_cli");
+    auto r = run_streamrl({"init", "--model-config",
+                           std::string(STREAMRL_TEST_DATA_DIR) + "/tiny_model.json", "--tokenizer",
+                           "char", "--out", dir_ + "/ck"});
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // `streamrl bench NAME --quick --json` on the tiny checkpoint with a small rollout.
+  nlohmann::json bench(const std::string& name) {
+    auto r = run_streamrl({"bench", name, "--quick", "--json", "--ckpt", dir_ + "/ck", "--set",
+                           "rollout.prompts_per_iteration=4", "--set", "rollout.group_size=2",
+                           "--set", "rollout.max_new_tokens=12"});
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return nlohmann::json::parse(last_line(r.output), nullptr, false);
+  }
+
+  std::string dir_;
+};
+
+TEST_F(BenchCli, RlModesReportsEveryModeAgainstColocate) {
+  const nlohmann::json j = bench("rl_modes");
+  ASSERT_TRUE(j.is_object());
+  for (const char* m : {"disagg", "stream", "async"}) {
+    EXPECT_TRUE(j["speedup"][m].is_number()) << m;
+  }
+  EXPECT_TRUE(j["colocate_train_over_disagg_train"].is_number());
+  EXPECT_EQ(j["workloads"].size(), 2u);
+}
+
+// The online path measures the modes and predicts them in the same round.
+TEST_F(BenchCli, EmulatorMeasuresAndPredictsInOneRun) {
+  const nlohmann::json j = bench("emulator");
+  ASSERT_TRUE(j.is_object());
+  EXPECT_TRUE(j["max_relative_error"].is_number());
+  for (const char* m : {"colocate_1thread", "disagg", "stream", "async"}) {
+    EXPECT_TRUE(j["modes"][m]["predicted_s"].is_number()) << m;
+    EXPECT_TRUE(j["modes"][m]["measured_s"].is_number()) << m;
+  }
+}
+
+}  // namespace
+}  // namespace streamrl
