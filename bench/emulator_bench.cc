@@ -16,6 +16,7 @@
 #include "streamrl/core/config.h"
 #include "streamrl/core/errors.h"
 #include "streamrl/core/fs.h"
+#include "streamrl/core/packing.h"
 #include "streamrl/core/threads.h"
 #include "streamrl/engine/profile.h"
 #include "streamrl/model/model_config.h"
@@ -142,19 +143,16 @@ double task_prompt_tokens(const fs::path& dir, const std::string& task_name, int
 }
 
 // Training speed (padded tokens/s) at the current core budget: forward (log-probs and entropy, as
-// the trainer scores) + backward over the measured batch packed as the trainer does (longest first
-// into micro-batches of at most `budget` padded tokens), then one Adam step. One warm-up pass
+// the trainer scores) + backward over the measured batch packed as the trainer packs it
+// (core::pack_by_token_budget with `budget` padded tokens), then one Adam step. One warm-up pass
 // (first-call allocations), then the median of `reps` passes.
-planner::TrainerModel measure_trainer(model::CausalLM& lm, std::vector<int> seq_lens,
+planner::TrainerModel measure_trainer(model::CausalLM& lm, const std::vector<int>& seq_lens,
                                       int64_t budget, int reps = 3) {
-  std::sort(seq_lens.rbegin(), seq_lens.rend());
-  std::vector<std::vector<int>> micro;
-  for (int len : seq_lens) {
-    if (micro.empty() ||
-        static_cast<int64_t>(micro.back().size() + 1) * micro.back().front() > budget) {
-      micro.push_back({});
-    }
-    micro.back().push_back(len);
+  const std::vector<int64_t> lengths(seq_lens.begin(), seq_lens.end());
+  std::vector<std::vector<int>> micro;  // each micro-batch's lengths, longest first
+  for (const auto& idx : core::pack_by_token_budget(lengths, budget)) {
+    micro.emplace_back();
+    for (size_t i : idx) micro.back().push_back(seq_lens[i]);
   }
   torch::optim::Adam opt(lm->parameters(), torch::optim::AdamOptions(1e-6));
   const int vocab = lm->config().vocab_size;
@@ -373,8 +371,7 @@ json run_emulator_bench(const BenchOptions& options) {
   json last;
   for (int r = 0; r < rounds; ++r) {
     log.begin_round(r);
-    std::cerr << "bench emulator: round " << r + 1 << "/" << rounds << std::endl;
-    last = predict(measure_modes_once(options, root), options,
+    last = predict(measure_modes_once(options, root, r, rounds), options,
                    "measured in round " + std::to_string(r + 1));
     log.add("max_relative_error", last["max_relative_error"]);
     log.add("max_relative_error_stage_calibrated", last["max_relative_error_stage_calibrated"]);

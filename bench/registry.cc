@@ -1,5 +1,6 @@
 #include "registry.h"
 
+#include "allocator_bench.h"
 #include "emulator_bench.h"
 #include "engine_throughput.h"
 #include "learning_bench.h"
@@ -13,19 +14,22 @@ namespace streamrl::bench {
 
 const std::vector<Benchmark>& all_benchmarks() {
   static const std::vector<Benchmark> kAll = {
+      {"allocator",
+       "colocate vs disagg training in fresh processes, glibc's malloc defaults vs streamrl's",
+       run_allocator_bench, true},
       {"emulator",
        "step emulator vs the modes measured in the same rounds (or STREAMRL_RL_MODES_JSON=FILE)",
-       run_emulator_bench},
+       run_emulator_bench, true},
       {"engine", "static vs continuous batching on a long-tailed workload, decode roofline",
        run_engine_throughput},
       {"learning",
        "GRPO with the sum verifier from its SFT checkpoint: held-out greedy accuracy, "
        "sampled pass@1 and pass@8 before/after, curve",
-       run_learning},
+       run_learning, true},
       {"model_speed", "training fwd+bwd and decode tokens/s of the tiny model vs the GEMM roofline",
        run_model_speed},
       {"rl_modes", "colocate / disagg / stream / async on the same GRPO workload and cores",
-       run_rl_modes},
+       run_rl_modes, true},
       {"serve",
        "HTTP serve under load: requests/s, tokens/s, TTFT p50/p90 at 1/8/32 streams, /health p99",
        run_serve_bench},

@@ -21,6 +21,7 @@ struct Benchmark {
   std::string name;
   std::string description;
   std::function<nlohmann::json(const BenchOptions&)> run;
+  bool takes_run_config = false;  // runs configs/rl_sum.yaml, so --set applies
 };
 
 // All benchmarks, in a stable order.

@@ -19,51 +19,6 @@ namespace {
 
 double median(const std::vector<double>& v) { return v.empty() ? 0 : core::median(v); }
 
-// Steady-state medians of one mode's run, skipping the first iteration (warm-up; async also
-// generates two iterations ahead there).
-nlohmann::json summarize(const fs::path& run_dir) {
-  std::vector<double> iter, gen, train, train_cpu, idle_gen, idle_trainer, samples;
-  bool first = true;
-  for (const auto& r : telemetry::MetricsLog::read(run_dir / "metrics.jsonl")) {
-    if (!r.contains("stage_seconds")) continue;
-    if (first) {
-      first = false;
-      continue;
-    }
-    const auto& s = r["stage_seconds"];
-    iter.push_back(s["iteration"].get<double>());
-    gen.push_back(s["generate"].get<double>());
-    train.push_back(s["train"].get<double>() + s["sample_work"].get<double>() +
-                    s["weight_update"].get<double>());
-    train_cpu.push_back(s.value("train_cpu", 0.0));
-    idle_gen.push_back(r["idle_fraction"]["generator"].get<double>());
-    idle_trainer.push_back(r["idle_fraction"]["trainer"].get<double>());
-    samples.push_back(r["samples"].get<double>());
-  }
-  // Every iteration's output lengths and zero-advantage flags (groups consecutive), for the step
-  // emulator (bench emulator) to replay exactly.
-  nlohmann::json lengths = nlohmann::json::array(), zero = nlohmann::json::array();
-  if (fs::exists(run_dir / "samples.jsonl")) {
-    for (const auto& r : telemetry::MetricsLog::read(run_dir / "samples.jsonl")) {
-      std::vector<int> l;
-      for (double x : r["lengths"]) l.push_back(static_cast<int>(x));
-      lengths.push_back(l);
-      zero.push_back(r["zero_advantage"]);
-    }
-  }
-  const double it = median(iter);
-  return {{"iteration_s", it},
-          {"lengths", lengths},
-          {"zero_advantage", zero},
-          {"samples_per_s", median(samples) / std::max(1e-9, it)},
-          {"generate_s", median(gen)},
-          {"train_s", median(train)},
-          {"train_cpu_s", median(train_cpu)},
-          {"overlap_bound_s", std::max(median(gen), median(train))},
-          {"idle_fraction", {{"generator", median(idle_gen)}, {"trainer", median(idle_trainer)}}},
-          {"iterations_measured", iter.size()}};
-}
-
 // One benchmark variant: a mode with its thread split.
 struct Variant {
   std::string name, mode;
@@ -93,15 +48,8 @@ nlohmann::json run_variant(const BenchOptions& options, const std::string& ckpt,
                            const std::vector<std::string>& workload, const fs::path& root,
                            const Variant& v, int iterations) {
   fs::remove_all(root / v.name);
-  std::vector<std::string> ov = {"mode=" + v.mode,
-                                 "run.name=" + v.name,
-                                 "run.dir=" + root.string(),
-                                 "run.resume=false",
-                                 "policy.init_from=" + ckpt,
-                                 "train.iterations=" + std::to_string(iterations),
-                                 "eval.n=0",
-                                 "checkpoint.every=0",
-                                 "telemetry.samples=true"};
+  std::vector<std::string> ov = bench_run_overrides(v.name, root, ckpt, iterations);
+  ov.push_back("mode=" + v.mode);
   ov.insert(ov.end(), v.overrides.begin(), v.overrides.end());
   ov.insert(ov.end(), workload.begin(), workload.end());
   ov.insert(ov.end(), options.overrides.begin(), options.overrides.end());
@@ -109,7 +57,7 @@ nlohmann::json run_variant(const BenchOptions& options, const std::string& ckpt,
       core::Config::from_file(std::string(STREAMRL_SOURCE_DIR) + "/configs/rl_sum.yaml", ov);
   rl::RlRunConfig rc = rl::RlRunConfig::from_config(cfg);
   rl::run_rl(rc, cfg.resolved_yaml());
-  nlohmann::json s = summarize(root / v.name);
+  nlohmann::json s = summarize_run(root / v.name);
   s["trace"] = (root / v.name / "trace.json").string();
   return s;
 }
@@ -173,7 +121,7 @@ nlohmann::json workload_json(const Workload& w, const std::string& ckpt, int ite
 }
 
 constexpr const char* kDefaultCheckpoint = "runs/sft_sum/final";
-const Workload kWholeTask = {"whole_task", {"data.max_difficulty=-1", "data.reward=answer"}};
+const Workload kWholeTask = {"whole_task", kWholeTaskOverrides};
 
 // One round of `w`: every variant once, in order, each figure logged under "workload.variant.";
 // the baseline is the faster colocate variant of this round (colocate_best).
@@ -192,26 +140,89 @@ void run_round(const BenchOptions& options, const std::string& ckpt, const Workl
   log.add(w.name + ".colocate_best.samples_per_s", best);
 }
 
-// The policy the modes start from: --ckpt, else the main job's SFT checkpoint.
-std::string require_checkpoint(const char* bench, const BenchOptions& options) {
-  const std::string ckpt = options.ckpt.empty() ? kDefaultCheckpoint : options.ckpt;
-  if (!fs::exists(fs::path(ckpt) / "config.json")) {
-    throw InputError(std::string("bench ") + bench + " needs the SFT checkpoint " + ckpt +
-                     "; create it with: streamrl sft --config configs/sft_sum.yaml");
-  }
-  return ckpt;
-}
-
 }  // namespace
 
-nlohmann::json measure_modes_once(const BenchOptions& options, const fs::path& root) {
+nlohmann::json summarize_run(const fs::path& run_dir) {
+  std::vector<double> iter, gen, train, train_cpu, idle_gen, idle_trainer, samples;
+  bool first = true;
+  for (const auto& r : telemetry::MetricsLog::read(run_dir / "metrics.jsonl")) {
+    if (!r.contains("stage_seconds")) continue;
+    if (first) {
+      first = false;
+      continue;
+    }
+    const auto& s = r["stage_seconds"];
+    iter.push_back(s["iteration"].get<double>());
+    gen.push_back(s["generate"].get<double>());
+    train.push_back(s["train"].get<double>() + s["sample_work"].get<double>() +
+                    s["weight_update"].get<double>());
+    train_cpu.push_back(s.value("train_cpu", 0.0));
+    idle_gen.push_back(r["idle_fraction"]["generator"].get<double>());
+    idle_trainer.push_back(r["idle_fraction"]["trainer"].get<double>());
+    samples.push_back(r["samples"].get<double>());
+  }
+  // Every iteration's output lengths and zero-advantage flags (groups consecutive), for the step
+  // emulator (bench emulator) to replay exactly.
+  nlohmann::json lengths = nlohmann::json::array(), zero = nlohmann::json::array();
+  if (fs::exists(run_dir / "samples.jsonl")) {
+    for (const auto& r : telemetry::MetricsLog::read(run_dir / "samples.jsonl")) {
+      std::vector<int> l;
+      for (double x : r["lengths"]) l.push_back(static_cast<int>(x));
+      lengths.push_back(l);
+      zero.push_back(r["zero_advantage"]);
+    }
+  }
+  const double it = median(iter);
+  return {{"iteration_s", it},
+          {"lengths", lengths},
+          {"zero_advantage", zero},
+          {"samples_per_s", median(samples) / std::max(1e-9, it)},
+          {"generate_s", median(gen)},
+          {"train_s", median(train)},
+          {"train_cpu_s", median(train_cpu)},
+          {"overlap_bound_s", std::max(median(gen), median(train))},
+          {"idle_fraction", {{"generator", median(idle_gen)}, {"trainer", median(idle_trainer)}}},
+          {"iterations_measured", iter.size()}};
+}
+
+std::vector<std::string> bench_run_overrides(const std::string& name, const fs::path& root,
+                                             const std::string& ckpt, int iterations) {
+  return {"run.name=" + name,
+          "run.dir=" + root.string(),
+          "run.resume=false",
+          "policy.init_from=" + ckpt,
+          "train.iterations=" + std::to_string(iterations),
+          "eval.n=0",
+          "checkpoint.every=0",
+          "telemetry.samples=true"};
+}
+
+std::string require_checkpoint(const char* bench, const BenchOptions& options) {
+  if (!options.ckpt.empty()) {
+    if (!fs::exists(fs::path(options.ckpt) / "config.json")) {
+      throw InputError(std::string("bench ") + bench + ": --ckpt " + options.ckpt +
+                       " is not a checkpoint (no config.json in it)");
+    }
+    return options.ckpt;
+  }
+  if (!fs::exists(fs::path(kDefaultCheckpoint) / "config.json")) {
+    throw InputError(
+        std::string("bench ") + bench + " needs the SFT checkpoint " + kDefaultCheckpoint +
+        " (or --ckpt DIR); create it with: streamrl sft --config configs/sft_sum.yaml");
+  }
+  return kDefaultCheckpoint;
+}
+
+nlohmann::json measure_modes_once(const BenchOptions& options, const fs::path& root, int round,
+                                  int rounds) {
   const std::string ckpt = require_checkpoint("emulator", options);
   const int iterations = options.quick ? 3 : 8;
   const int cores = options.threads > 0 ? options.threads : 2;
   Rounds log("emulator", cores);
   log.begin_round(0);
   std::map<std::string, nlohmann::json> runs;
-  run_round(options, ckpt, kWholeTask, variants_for(cores), root, iterations, 0, 1, log, runs);
+  run_round(options, ckpt, kWholeTask, variants_for(cores), root, iterations, round, rounds, log,
+            runs);
   return workload_json(kWholeTask, ckpt, iterations, cores, options, log, runs, root);
 }
 

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <filesystem>
+#include <string>
+#include <vector>
 
 #include "registry.h"
 
@@ -13,7 +15,27 @@ namespace streamrl::bench {
 nlohmann::json run_rl_modes(const BenchOptions& options);
 
 // One run of every variant on the headline workload (the whole task) under `root`, as the JSON
-// that bench emulator's MeasuredRun reads (workload, modes with medians and lengths).
-nlohmann::json measure_modes_once(const BenchOptions& options, const std::filesystem::path& root);
+// that bench emulator's MeasuredRun reads (workload, modes with medians and lengths); `round` of
+// `rounds` is for the progress lines.
+nlohmann::json measure_modes_once(const BenchOptions& options, const std::filesystem::path& root,
+                                  int round, int rounds);
+
+// The headline workload's overrides: the task as generated (every difficulty, final-answer
+// reward), whose long-tailed outputs are the setting StreamRL is about.
+inline const std::vector<std::string> kWholeTaskOverrides = {"data.max_difficulty=-1",
+                                                             "data.reward=answer"};
+
+// The pieces other benches that run `configs/rl_sum.yaml` share with this one:
+// --ckpt, else the main job's SFT checkpoint (InputError naming what is missing and how to make
+// it).
+std::string require_checkpoint(const char* bench, const BenchOptions& options);
+// The overrides of one measured run named `name` under `root`: from `ckpt`, `iterations`
+// iterations, no evaluation or checkpoints, per-iteration lengths logged.
+std::vector<std::string> bench_run_overrides(const std::string& name,
+                                             const std::filesystem::path& root,
+                                             const std::string& ckpt, int iterations);
+// Steady-state medians of a finished run's metrics.jsonl (the first iteration is skipped: warm-up,
+// and async generates two iterations ahead there): iteration_s, generate_s, train_s, ...
+nlohmann::json summarize_run(const std::filesystem::path& run_dir);
 
 }  // namespace streamrl::bench

@@ -19,26 +19,27 @@ void add_bench(CLI::App& root, CommandList& out) {
   app->add_flag("--quick", opts->quick, "Smaller workload (smoke test)");
   app->add_option("--threads", opts->threads, "Threads (default: all cores)");
   app->add_option("--ckpt", opts->ckpt, "Policy checkpoint (benchmarks that need one)");
+  std::string with_config;  // the benchmarks --set applies to
+  for (const auto& b : bench::all_benchmarks()) {
+    if (b.takes_run_config) with_config += (with_config.empty() ? "" : ", ") + b.name;
+  }
   app->add_option(
       "--set", opts->overrides,
-      "key=value over the run config (rl_modes, emulator, learning: configs/rl_sum.yaml), "
-      "repeatable");
-  out.push_back(
-      {app, [name, json, opts] {
-         for (const auto& b : bench::all_benchmarks()) {
-           if (b.name != *name) continue;
-           const bool runs_rl =
-               b.name == "rl_modes" || b.name == "emulator" || b.name == "learning";
-           if (!opts->overrides.empty() && !runs_rl) {
-             throw UsageError("--set applies to bench rl_modes, emulator and learning only");
-           }
-           nlohmann::json r = b.run(*opts);
-           r["benchmark"] = b.name;
-           std::cout << (*json ? r.dump() : r.dump(2)) << std::endl;
-           return 0;
-         }
-         throw UsageError("unknown benchmark '" + *name + "' (see streamrl bench --help)");
-       }});
+      "key=value over the run config (" + with_config + ": configs/rl_sum.yaml), repeatable");
+  out.push_back({app, [name, json, opts, with_config] {
+                   for (const auto& b : bench::all_benchmarks()) {
+                     if (b.name != *name) continue;
+                     if (!opts->overrides.empty() && !b.takes_run_config) {
+                       throw UsageError("--set applies to bench " + with_config + " only");
+                     }
+                     nlohmann::json r = b.run(*opts);
+                     r["benchmark"] = b.name;
+                     std::cout << (*json ? r.dump() : r.dump(2)) << std::endl;
+                     return 0;
+                   }
+                   throw UsageError("unknown benchmark '" + *name +
+                                    "' (see streamrl bench --help)");
+                 }});
 }
 
 }  // namespace streamrl::cli

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "streamrl/core/allocator.h"
 #include "streamrl/core/roofline.h"
 #include "streamrl/core/threads.h"
 
@@ -26,6 +27,7 @@ nlohmann::json doctor_report(int threads) {
       {"blas_threads", core::blas_threads()},
       {"gemm_gflops", roof.gemm_gflops},
       {"memory_gb_per_s", roof.memory_gb_per_s},
+      {"malloc", core::allocator_setting()},
   };
 }
 
@@ -52,7 +54,8 @@ void add_doctor(CLI::App& root, CommandList& out) {
                    << "threads        aten " << r["aten_threads"] << ", blas " << r["blas_threads"]
                    << "\n"
                    << "fp32 GEMM      " << r["gemm_gflops"].get<double>() << " GFLOP/s\n"
-                   << "memory         " << r["memory_gb_per_s"].get<double>() << " GB/s\n";
+                   << "memory         " << r["memory_gb_per_s"].get<double>() << " GB/s\n"
+                   << "malloc         " << r["malloc"].get<std::string>() << "\n";
          if (!r["blas_is_openblas"].get<bool>()) {
            std::cout << "hint: run scripts/setup to make OpenBLAS the active libblas.so.3\n";
          }

@@ -4,12 +4,14 @@
 #include <exception>
 
 #include "commands.h"
+#include "streamrl/core/allocator.h"
 #include "streamrl/core/errors.h"
 #include "streamrl/core/threads.h"
 
 int main(int argc, char** argv) {
   using namespace streamrl;
   core::select_blas_kernel(argv);
+  core::tune_allocator();
   CLI::App app{"streamrl: disaggregated stream-generation RL post-training for LLMs"};
   app.require_subcommand(1);
   cli::CommandList commands;

@@ -58,5 +58,32 @@ TEST_F(BenchCli, EmulatorMeasuresAndPredictsInOneRun) {
   }
 }
 
+// Each variant a fresh `streamrl train`, with glibc's malloc thresholds and with ours; a failing
+// child would make the bench fail, not report a figure.
+TEST_F(BenchCli, AllocatorComparesFreshProcesses) {
+  const nlohmann::json j = bench("allocator");
+  ASSERT_TRUE(j.is_object());
+  for (const char* v : {"colocate_glibc", "colocate_tuned", "disagg_glibc", "disagg_tuned"}) {
+    EXPECT_GT(j["train_s"][v]["median"].get<double>(), 0) << v;
+  }
+  EXPECT_TRUE(j["colocate_glibc_over_tuned"]["median"].is_number());
+  EXPECT_TRUE(j["colocate_train_over_disagg_train"]["median"].is_number());
+}
+
+TEST_F(BenchCli, SetIsRefusedByBenchesWithoutARunConfig) {
+  auto r = run_streamrl({"bench", "engine", "--quick", "--set", "mode=async"});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--set applies to bench allocator, emulator, learning, rl_modes only"),
+            std::string::npos)
+      << r.output;
+}
+
+TEST_F(BenchCli, MissingCheckpointNamesTheGivenDirectory) {
+  auto r = run_streamrl({"bench", "rl_modes", "--quick", "--ckpt", dir_ + "/nothing"});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--ckpt " + dir_ + "/nothing is not a checkpoint"), std::string::npos)
+      << r.output;
+}
+
 }  // namespace
 }  // namespace streamrl

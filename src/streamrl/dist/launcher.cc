@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <optional>
 
 #include "streamrl/core/errors.h"
@@ -69,6 +70,10 @@ pid_t spawn(const LaunchOptions& o, int rank, int port, int out_fd, int err_fd) 
   setenv("LOCAL_WORLD_SIZE", std::to_string(o.nproc).c_str(), 1);
   setenv("MASTER_ADDR", o.master_addr.c_str(), 1);
   setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+  for (const auto& kv : o.env) {
+    const size_t eq = kv.find('=');
+    setenv(kv.substr(0, eq).c_str(), kv.c_str() + eq + 1, 1);  // launch_local checked the '='
+  }
   execv(argv[0], argv.data());
   std::fprintf(stderr, "launch: cannot run %s: %s\n", argv[0], std::strerror(errno));
   _exit(127);
@@ -104,7 +109,20 @@ int launch_local(const LaunchOptions& options) {
   if (access(o.program.c_str(), X_OK) != 0) {
     throw InputError("launch: '" + o.program + "' is not an executable");
   }
+  for (const auto& kv : o.env) {
+    if (kv.find('=') == std::string::npos || kv.front() == '=') {
+      throw InputError("launch: environment entry '" + kv + "' is not NAME=VALUE");
+    }
+  }
   const int port = o.master_port > 0 ? o.master_port : free_port(o.master_addr);
+  std::unique_ptr<FILE, int (*)(FILE*)> log(nullptr, &std::fclose);
+  if (!o.log_file.empty()) {
+    log.reset(std::fopen(o.log_file.c_str(), "ae"));
+    if (!log) {
+      throw InputError("launch: cannot open the log file " + o.log_file + ": " +
+                       std::strerror(errno));
+    }
+  }
 
   struct sigaction sa {
   }, old_int{}, old_term{};
@@ -167,7 +185,7 @@ int launch_local(const LaunchOptions& options) {
       char buf[8192];
       const ssize_t n = read(pfds[i].fd, buf, sizeof buf);
       const std::string prefix = "[rank " + std::to_string(r) + "] ";
-      FILE* out = k == 0 ? stdout : stderr;
+      FILE* out = log ? log.get() : k == 0 ? stdout : stderr;
       if (n > 0) {
         forward(ranks[r].partial[k], buf, static_cast<size_t>(n), prefix, out);
       } else if (n == 0 || errno != EINTR) {

@@ -14,9 +14,11 @@ struct LaunchOptions {
   std::string program;            // executable path; empty: this process's own binary
   std::vector<std::string> args;  // arguments after the program name
   std::string master_addr = "127.0.0.1";
-  int master_port = 0;   // 0: a free port on master_addr
-  double timeout_s = 0;  // whole run; 0 = none
-  double grace_s = 5;    // SIGTERM -> SIGKILL
+  int master_port = 0;           // 0: a free port on master_addr
+  double timeout_s = 0;          // whole run; 0 = none
+  double grace_s = 5;            // SIGTERM -> SIGKILL
+  std::vector<std::string> env;  // NAME=VALUE, set in every rank
+  std::string log_file;  // when set, the ranks' prefixed output is appended there, not to ours
 };
 
 // Runs the processes to the end and returns the launch's exit code: 0 when every rank exited 0,
