@@ -14,21 +14,24 @@ namespace streamrl::bench {
 namespace fs = std::filesystem;
 namespace {
 
-struct Variant {
+// A mode variant of bench rl_modes under one malloc setting.
+struct MallocVariant {
   std::string name;
   bool glibc_default;  // STREAMRL_MALLOC=default in the child
-  std::vector<std::string> overrides;
+  Variant mode;
 };
 
 // The child is a fresh process on purpose: glibc's dynamic mmap threshold only rises after the
 // first large free, so a process that already ran a variant would hide the effect being measured.
 double train_seconds(const BenchOptions& options, const std::string& ckpt, const fs::path& root,
-                     const Variant& v, int iterations) {
+                     const MallocVariant& v, int iterations) {
   fs::remove_all(root / v.name);
   dist::LaunchOptions lo;
   lo.args = {"train", "--config", std::string(STREAMRL_SOURCE_DIR) + "/configs/rl_sum.yaml"};
   for (const auto& o : bench_run_overrides(v.name, root, ckpt, iterations)) lo.args.push_back(o);
-  for (const auto& o : v.overrides) lo.args.push_back(o);
+  lo.args.push_back("mode=" + v.mode.mode);
+  for (const auto& o : v.mode.overrides) lo.args.push_back(o);
+  for (const auto& o : kWholeTaskOverrides) lo.args.push_back(o);
   for (const auto& o : options.overrides) lo.args.push_back(o);
   lo.env = {std::string("STREAMRL_MALLOC=") + (v.glibc_default ? "default" : "tuned")};
   lo.log_file = (root / (v.name + ".log")).string();
@@ -51,18 +54,14 @@ nlohmann::json run_allocator_bench(const BenchOptions& options) {
   fs::create_directories(root);
   const int iterations = options.quick ? 3 : 8;
   const int rounds = options.quick ? 1 : 3;
-  auto with = [&](std::vector<std::string> v) {
-    v.insert(v.end(), kWholeTaskOverrides.begin(), kWholeTaskOverrides.end());
-    return v;
-  };
-  const std::vector<Variant> variants = {
-      {"colocate_glibc", true, with({"mode=colocate", "run.threads=1"})},
-      {"colocate_tuned", false, with({"mode=colocate", "run.threads=1"})},
-      {"disagg_glibc", true,
-       with({"mode=disagg", "sgs.threads_per_instance=1", "resources.trainer_threads=1"})},
-      {"disagg_tuned", false,
-       with({"mode=disagg", "sgs.threads_per_instance=1", "resources.trainer_threads=1"})},
-  };
+  // One core per role, as rl_modes splits two cores: colocate_1thread and disagg.
+  std::vector<MallocVariant> variants;
+  for (const Variant& m : variants_for(2)) {
+    if (m.name != "colocate_1thread" && m.name != "disagg") continue;
+    for (const bool glibc : {true, false}) {
+      variants.push_back({m.mode + (glibc ? "_glibc" : "_tuned"), glibc, m});
+    }
+  }
   Rounds log("allocator", 2);
   for (int r = 0; r < rounds; ++r) {
     log.begin_round(r);

@@ -19,29 +19,6 @@ namespace {
 
 double median(const std::vector<double>& v) { return v.empty() ? 0 : core::median(v); }
 
-// One benchmark variant: a mode with its thread split.
-struct Variant {
-  std::string name, mode;
-  std::vector<std::string> overrides;
-};
-
-// Colocate gets all the cores for both stages; it is run with one and with all ATen threads and
-// the faster is the baseline, so the comparison is not against a badly threaded colocate. The
-// dedicated modes split the cores: generator on one, trainer on the rest.
-std::vector<Variant> variants_for(int cores) {
-  const std::string split_gen =
-      "sgs.threads_per_instance=" + std::to_string(std::max(1, cores / 2));
-  const std::string split_train =
-      "resources.trainer_threads=" + std::to_string(std::max(1, cores - cores / 2));
-  return {
-      {"colocate_1thread", "colocate", {"run.threads=1"}},
-      {"colocate", "colocate", {"run.threads=" + std::to_string(cores)}},
-      {"disagg", "disagg", {split_gen, split_train}},
-      {"stream", "stream", {split_gen, split_train}},
-      {"async", "async", {split_gen, split_train}},
-  };
-}
-
 // Runs one variant of a workload (configs/rl_sum.yaml under `workload` then `options`'
 // overrides) in `root`/name and returns its steady-state summary.
 nlohmann::json run_variant(const BenchOptions& options, const std::string& ckpt,
@@ -141,6 +118,23 @@ void run_round(const BenchOptions& options, const std::string& ckpt, const Workl
 }
 
 }  // namespace
+
+// Colocate gets all the cores for both stages; it is run with one and with all ATen threads and
+// the faster is the baseline, so the comparison is not against a badly threaded colocate. The
+// dedicated modes split the cores: generator on one, trainer on the rest.
+std::vector<Variant> variants_for(int cores) {
+  const std::string split_gen =
+      "sgs.threads_per_instance=" + std::to_string(std::max(1, cores / 2));
+  const std::string split_train =
+      "resources.trainer_threads=" + std::to_string(std::max(1, cores - cores / 2));
+  return {
+      {"colocate_1thread", "colocate", {"run.threads=1"}},
+      {"colocate", "colocate", {"run.threads=" + std::to_string(cores)}},
+      {"disagg", "disagg", {split_gen, split_train}},
+      {"stream", "stream", {split_gen, split_train}},
+      {"async", "async", {split_gen, split_train}},
+  };
+}
 
 nlohmann::json summarize_run(const fs::path& run_dir) {
   std::vector<double> iter, gen, train, train_cpu, idle_gen, idle_trainer, samples;

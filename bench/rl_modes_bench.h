@@ -25,6 +25,16 @@ nlohmann::json measure_modes_once(const BenchOptions& options, const std::filesy
 inline const std::vector<std::string> kWholeTaskOverrides = {"data.max_difficulty=-1",
                                                              "data.reward=answer"};
 
+// One benchmark variant: a mode with its thread split.
+struct Variant {
+  std::string name, mode;
+  std::vector<std::string> overrides;
+};
+
+// Colocate with one ATen thread and with `cores`, then disagg, stream and async with the cores
+// split between generator and trainer (names: colocate_1thread, colocate, disagg, stream, async).
+std::vector<Variant> variants_for(int cores);
+
 // The pieces other benches that run `configs/rl_sum.yaml` share with this one:
 // --ckpt, else the main job's SFT checkpoint (InputError naming what is missing and how to make
 // it).

@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 namespace streamrl::core {
 namespace {
@@ -23,7 +24,9 @@ void tune_allocator() {
 }
 
 std::string allocator_setting() {
-  return g_tuned ? "fixed thresholds (mmap 32 MiB, trim 256 MiB)" : "glibc default";
+  if (!g_tuned) return "glibc default";
+  return "fixed thresholds (mmap " + std::to_string(kMmapThreshold >> 20) + " MiB, trim " +
+         std::to_string(kTrimThreshold >> 20) + " MiB)";
 }
 
 }  // namespace streamrl::core
