@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <thread>
 
@@ -22,6 +23,8 @@
 #include "streamrl/model/model_config.h"
 #include "streamrl/model/transformer.h"
 #include "streamrl/planner/validation.h"
+#include "streamrl/rl/optim.h"
+#include "streamrl/rl/policy_update.h"
 #include "streamrl/tasks/split.h"
 #include "streamrl/tasks/task.h"
 #include "streamrl/tokenizer/tokenizer.h"
@@ -142,40 +145,48 @@ double task_prompt_tokens(const fs::path& dir, const std::string& task_name, int
   return sum / n;
 }
 
-// Training speed (padded tokens/s) at the current core budget: forward (log-probs and entropy, as
-// the trainer scores) + backward over the measured batch packed as the trainer packs it
-// (core::pack_by_token_budget with `budget` padded tokens), then one Adam step. One warm-up pass
+// Training speed (padded tokens/s) at the current core budget, measured on the trainer's own code:
+// an rl::PolicyStep (the loss of configs/rl_sum.yaml: no KL, no entropy term, so the entropy it
+// logs carries no gradient) over sequences of the measured lengths with advantages +-1, packed as
+// the trainer packs them (`budget` padded tokens per micro-batch), then its AdamW step with
+// gradient clipping. Tokens are counted padded, as the emulator charges them. One warm-up pass
 // (first-call allocations), then the median of `reps` passes.
 planner::TrainerModel measure_trainer(model::CausalLM& lm, const std::vector<int>& seq_lens,
-                                      int64_t budget, int reps = 3) {
-  const std::vector<int64_t> lengths(seq_lens.begin(), seq_lens.end());
-  std::vector<std::vector<int>> micro;  // each micro-batch's lengths, longest first
-  for (const auto& idx : core::pack_by_token_budget(lengths, budget)) {
-    micro.emplace_back();
-    for (size_t i : idx) micro.back().push_back(seq_lens[i]);
+                                      int prompt_len, int64_t budget, int reps = 3) {
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int32_t> token(0, lm->config().vocab_size - 1);
+  std::vector<rl::ScoredSample> batch;
+  std::vector<int64_t> lengths;
+  for (size_t i = 0; i < seq_lens.size(); ++i) {
+    const int prompt = std::clamp(prompt_len, 1, seq_lens[i] - 1);
+    rl::ScoredSample s;
+    for (int t = 0; t < prompt; ++t) s.sample.prompt_ids.push_back(token(rng));
+    for (int t = prompt; t < seq_lens[i]; ++t) s.sample.output_ids.push_back(token(rng));
+    s.sample.logprobs.assign(s.sample.output_ids.size(), -1.0f);
+    s.advantage = i % 2 ? 1.0 : -1.0;
+    lengths.push_back(seq_lens[i]);
+    batch.push_back(std::move(s));
   }
-  torch::optim::Adam opt(lm->parameters(), torch::optim::AdamOptions(1e-6));
-  const int vocab = lm->config().vocab_size;
-  model::ScoreOptions so;
-  so.return_entropy = true;
-  std::vector<double> fwd_bwd, step;
   int64_t tokens = 0;
+  for (const auto& idx : core::pack_by_token_budget(lengths, budget)) {
+    int64_t longest = 0;
+    for (size_t i : idx) longest = std::max(longest, lengths[i]);
+    tokens += static_cast<int64_t>(idx.size()) * longest;
+  }
+  rl::OptimConfig oc;
+  oc.lr = 1e-6;
+  auto opt = rl::make_adamw(*lm, oc);
+  rl::UpdateConfig uc;
+  uc.micro_batch_tokens = static_cast<int>(budget);
+  std::vector<double> fwd_bwd, step;
   for (int r = 0; r <= reps; ++r) {
-    tokens = 0;
+    rl::PolicyStep ps(lm, *opt, rl::RlLossConfig{}, uc);
+    ps.add(batch, /*eager=*/false);
     auto t0 = Clock::now();
-    for (const auto& rows : micro) {
-      const int64_t b = rows.size(), t = rows.front();
-      auto ids = torch::randint(vocab, {b, t}, torch::kLong);
-      auto valid = torch::zeros({b, t}, torch::kBool);
-      for (int64_t i = 0; i < b; ++i) valid[i].narrow(0, 0, rows[i]).fill_(true);
-      auto out = lm->score(ids, valid, so);
-      (out.logprobs.sum() + 0 * out.entropy.sum()).backward();
-      tokens += b * t;  // padded: the emulator charges each micro-batch's padding
-    }
+    ps.flush();
     const double fb = since(t0);
     t0 = Clock::now();
-    opt.step();
-    opt.zero_grad();
+    ps.finish(oc.lr, oc.grad_clip);
     if (r == 0) continue;  // warm-up
     fwd_bwd.push_back(fb);
     step.push_back(since(t0));
@@ -195,8 +206,9 @@ planner::TrainerModel measure_trainer(model::CausalLM& lm, const std::vector<int
 // alone and while the other runs in a second thread on its own model copy. Returns {generation
 // slowdown, training slowdown}; both measured, nothing fitted.
 std::pair<double, double> measure_interference(const model::ModelConfig& mc,
-                                               const std::vector<int>& seqs, int64_t budget,
-                                               const engine::ProfileConfig& pc, json& inputs) {
+                                               const std::vector<int>& seqs, int prompt,
+                                               int64_t budget, const engine::ProfileConfig& pc,
+                                               json& inputs) {
   model::CausalLM gen_lm(mc, 0), train_lm(mc, 1);
   core::apply_core_budget(1);
   auto decode_step = [&] {
@@ -204,14 +216,14 @@ std::pair<double, double> measure_interference(const model::ModelConfig& mc,
     return p.step_seconds(pc.batch_sizes.back(), pc.contexts[pc.contexts.size() / 2]);
   };
   const double gen_alone = decode_step();
-  const double train_alone = measure_trainer(train_lm, seqs, budget).tokens_per_s;
+  const double train_alone = measure_trainer(train_lm, seqs, prompt, budget).tokens_per_s;
   std::atomic<bool> stop{false};
   auto background = [&](bool train) {
     return std::thread([&, train] {
       core::apply_core_budget(1);  // OpenMP's setting is per thread
       while (!stop.load()) {
         if (train) {
-          measure_trainer(train_lm, seqs, budget, 1);
+          measure_trainer(train_lm, seqs, prompt, budget, 1);
         } else {
           decode_step();
         }
@@ -224,7 +236,7 @@ std::pair<double, double> measure_interference(const model::ModelConfig& mc,
   bg.join();
   stop = false;
   bg = background(/*train=*/false);
-  const double train_busy = measure_trainer(train_lm, seqs, budget).tokens_per_s;
+  const double train_busy = measure_trainer(train_lm, seqs, prompt, budget).tokens_per_s;
   stop = true;
   bg.join();
   const double kg = std::max(1.0, gen_busy / gen_alone);
@@ -312,7 +324,7 @@ json predict(json measured, const BenchOptions& options, const std::string& labe
     if (ptl.count(threads)) continue;
     core::apply_core_budget(threads);
     ptl.emplace(threads, planner::PtlTable::from_json(engine::measure_profile(lm, pc).to_json()));
-    trainer[threads] = measure_trainer(lm, seqs, run.micro_batch_tokens);
+    trainer[threads] = measure_trainer(lm, seqs, prompt, run.micro_batch_tokens);
     const auto& p = ptl.at(threads);
     inputs[std::to_string(threads) + "_threads"] = {
         {"ptl_ms_bs1", 1e3 * p.step_seconds(1, prompt + max_len / 2.0)},
@@ -327,7 +339,7 @@ json predict(json measured, const BenchOptions& options, const std::string& labe
   ipc.batch_sizes = {run.max_batch};
   ipc.contexts = {prompt + max_len / 2};
   const auto [gen_slow, train_slow] =
-      measure_interference(lm->config(), seqs, run.micro_batch_tokens, ipc, inputs);
+      measure_interference(lm->config(), seqs, prompt, run.micro_batch_tokens, ipc, inputs);
   core::apply_core_budget(run.trainer_threads);
 
   std::map<std::string, planner::ModeSetup> setups;

@@ -10,25 +10,43 @@
 namespace streamrl::model {
 namespace {
 
-// The two inner loops, compiled for AVX2 and baseline x86-64; the loader picks one per CPU.
-// Eight independent partial sums: without -ffast-math the compiler may not reorder one running
-// sum, but it vectorises eight of them into one register.
-__attribute__((target_clones("avx2", "default"))) float dot(const float* a, const float* b,
-                                                            int64_t n) {
-  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int k = 0; k < 8; ++k) acc[k] += a[i + k] * b[i + k];
+// One sequence's attention for the G query heads that share a kv head: every key and value row is
+// read once for all G of them (GQA), and the whole loop nest is one function, compiled for AVX2 and
+// baseline x86-64 (the loader picks one per CPU), so the hd-long inner loops inline and vectorise
+// (-ffast-math lets them reassociate; see CMake) instead of costing a call per key per head.
+// q [G, hd], k and v [len, hd] rows, w scratch [G, len], out [G, hd] accumulated into (zeroed).
+__attribute__((target_clones("avx2", "default"))) void attend_kv_head(
+    const float* q, const float* k, const float* v, int64_t len, int64_t hd, int64_t G, float sc,
+    float* w, float* out) {
+  for (int64_t l = 0; l < len; ++l) {
+    const float* kl = k + l * hd;
+    for (int64_t g = 0; g < G; ++g) {
+      const float* qg = q + g * hd;
+      float s = 0;
+      for (int64_t i = 0; i < hd; ++i) s += qg[i] * kl[i];
+      w[g * len + l] = s * sc;
+    }
   }
-  float s = 0;
-  for (; i < n; ++i) s += a[i] * b[i];
-  for (int k = 0; k < 8; ++k) s += acc[k];
-  return s;
-}
-
-__attribute__((target_clones("avx2", "default"))) void axpy(float alpha, const float* x, float* y,
-                                                            int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];
+  for (int64_t g = 0; g < G; ++g) {
+    float* wg = w + g * len;
+    float mx = wg[0];
+    for (int64_t l = 1; l < len; ++l) mx = std::max(mx, wg[l]);
+    float sum = 0;
+    for (int64_t l = 0; l < len; ++l) {
+      wg[l] = std::exp(wg[l] - mx);
+      sum += wg[l];
+    }
+    const float inv = 1.0f / sum;
+    for (int64_t l = 0; l < len; ++l) wg[l] *= inv;
+  }
+  for (int64_t l = 0; l < len; ++l) {
+    const float* vl = v + l * hd;
+    for (int64_t g = 0; g < G; ++g) {
+      const float a = w[g * len + l];
+      float* og = out + g * hd;
+      for (int64_t i = 0; i < hd; ++i) og[i] += a * vl[i];
+    }
+  }
 }
 
 }  // namespace
@@ -54,26 +72,12 @@ torch::Tensor decode_attention(const torch::Tensor& q, const torch::Tensor& k_ca
     std::vector<float> w;
     for (int64_t n = begin; n < end; ++n) {
       const int64_t len = lp[n];
-      w.resize(len);
+      w.resize(G * len);
       for (int64_t j = 0; j < Hkv; ++j) {
-        const float* kbase = kp + ((sp[n] * Hkv + j) * T) * hd;
-        const float* vbase = vp + ((sp[n] * Hkv + j) * T) * hd;
-        for (int64_t g = 0; g < G; ++g) {
-          const int64_t h = j * G + g;
-          const float* qv = qp + (n * H + h) * hd;
-          float mx = std::numeric_limits<float>::lowest();
-          for (int64_t l = 0; l < len; ++l) {
-            w[l] = dot(qv, kbase + l * hd, hd) * sc;
-            mx = std::max(mx, w[l]);
-          }
-          // A separate loop so that it vectorises (libmvec expf under -ffast-math, see CMake).
-          for (int64_t l = 0; l < len; ++l) w[l] = std::exp(w[l] - mx);
-          float sum = 0;
-          for (int64_t l = 0; l < len; ++l) sum += w[l];
-          float* ov = op + (n * H + h) * hd;
-          const float inv = 1.0f / sum;
-          for (int64_t l = 0; l < len; ++l) axpy(w[l] * inv, vbase + l * hd, ov, hd);
-        }
+        // Query head h = j * G + g uses kv head j, so the G heads of j are contiguous in q.
+        const int64_t base = ((sp[n] * Hkv + j) * T) * hd;
+        attend_kv_head(qp + (n * H + j * G) * hd, kp + base, vp + base, len, hd, G, sc, w.data(),
+                       op + (n * H + j * G) * hd);
       }
     }
   });
