@@ -167,12 +167,7 @@ planner::TrainerModel measure_trainer(model::CausalLM& lm, const std::vector<int
     lengths.push_back(seq_lens[i]);
     batch.push_back(std::move(s));
   }
-  int64_t tokens = 0;
-  for (const auto& idx : core::pack_by_token_budget(lengths, budget)) {
-    int64_t longest = 0;
-    for (size_t i : idx) longest = std::max(longest, lengths[i]);
-    tokens += static_cast<int64_t>(idx.size()) * longest;
-  }
+  const int64_t tokens = core::padded_tokens(lengths, core::pack_by_token_budget(lengths, budget));
   rl::OptimConfig oc;
   oc.lr = 1e-6;
   auto opt = rl::make_adamw(*lm, oc);

@@ -7,6 +7,12 @@ namespace {
 
 using Packs = std::vector<std::vector<size_t>>;
 
+TEST(PaddedTokens, RowsTimesLongestOfEachPack) {
+  const std::vector<int64_t> lengths = {100, 10, 50, 100, 100};
+  EXPECT_EQ(padded_tokens(lengths, Packs{{0, 3, 4}, {2, 1}}), 3 * 100 + 2 * 50);
+  EXPECT_EQ(padded_tokens(lengths, pack_by_token_budget(lengths, 300)), 300 + 100);
+}
+
 TEST(PackEager, RunsEveryPackWhenNoMoreSamplesAreComing) {
   const std::vector<int64_t> lengths = {100, 10, 50, 100, 100};
   const EagerPacks p = pack_eager(lengths, 300, /*more_coming=*/false);

@@ -22,6 +22,15 @@ std::vector<std::vector<size_t>> pack_by_token_budget(const std::vector<int64_t>
   return out;
 }
 
+int64_t padded_tokens(const std::vector<int64_t>& lengths,
+                      const std::vector<std::vector<size_t>>& packs) {
+  int64_t padded = 0;
+  for (const auto& idx : packs) {
+    if (!idx.empty()) padded += static_cast<int64_t>(idx.size()) * lengths[idx.front()];
+  }
+  return padded;
+}
+
 EagerPacks pack_eager(const std::vector<int64_t>& lengths, int64_t token_budget, bool more_coming) {
   EagerPacks out;
   for (auto& idx : pack_by_token_budget(lengths, token_budget)) {

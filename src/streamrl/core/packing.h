@@ -20,6 +20,11 @@ std::vector<std::vector<size_t>> pack_by_token_budget(const std::vector<int64_t>
 // shorter than its longest, and later samples may fill it with rows of similar length.
 constexpr double kMinPackFill = 0.8;
 
+// Rows x longest row summed over `packs` (indices into `lengths`, each pack longest first, as the
+// functions here return them): the padded tokens a trainer computes for those micro-batches.
+int64_t padded_tokens(const std::vector<int64_t>& lengths,
+                      const std::vector<std::vector<size_t>>& packs);
+
 struct EagerPacks {
   std::vector<std::vector<size_t>> run;  // micro-batches to run now, indices into the lengths
   std::vector<size_t> keep;              // indices that wait for later samples, in pack order

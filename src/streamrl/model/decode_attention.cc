@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <vector>
 
 namespace streamrl::model {
@@ -31,11 +30,10 @@ __attribute__((target_clones("avx2", "default"))) void attend_kv_head(
     float* wg = w + g * len;
     float mx = wg[0];
     for (int64_t l = 1; l < len; ++l) mx = std::max(mx, wg[l]);
+    // exp in a loop of its own so that it vectorises (libmvec expf under -ffast-math).
+    for (int64_t l = 0; l < len; ++l) wg[l] = std::exp(wg[l] - mx);
     float sum = 0;
-    for (int64_t l = 0; l < len; ++l) {
-      wg[l] = std::exp(wg[l] - mx);
-      sum += wg[l];
-    }
+    for (int64_t l = 0; l < len; ++l) sum += wg[l];
     const float inv = 1.0f / sum;
     for (int64_t l = 0; l < len; ++l) wg[l] *= inv;
   }

@@ -47,10 +47,7 @@ void assign_lpt(const std::vector<int>& groups, const Batch& b, int first, int n
 int64_t pack_padded(std::vector<int>& lens, int64_t budget, bool more_coming) {
   const std::vector<int64_t> lengths(lens.begin(), lens.end());
   const core::EagerPacks packs = core::pack_eager(lengths, budget, more_coming);
-  int64_t padded = 0;
-  for (const auto& idx : packs.run) {
-    padded += static_cast<int64_t>(idx.size()) * lengths[idx.front()];
-  }
+  const int64_t padded = core::padded_tokens(lengths, packs.run);
   lens.clear();
   for (size_t i : packs.keep) lens.push_back(static_cast<int>(lengths[i]));
   return padded;
