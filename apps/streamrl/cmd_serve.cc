@@ -1,6 +1,7 @@
 // `streamrl serve`: one SGS instance behind HTTP (DESIGN.md §9) until SIGINT or SIGTERM, then a
 // clean shutdown (in-flight requests end with 503 and their engine work is aborted).
 #include <pthread.h>
+#include <unistd.h>
 
 #include <csignal>
 #include <filesystem>
@@ -18,6 +19,14 @@
 
 namespace streamrl::cli {
 namespace {
+
+// The host part of the URL printed at start-up: a wildcard bind is reachable from other machines
+// by this machine's name, not by 0.0.0.0.
+std::string advertised_host(const std::string& bind) {
+  if (bind != "0.0.0.0" && bind != "::" && bind != "[::]") return bind;
+  char name[256] = {0};
+  return gethostname(name, sizeof(name) - 1) == 0 && name[0] ? name : bind;
+}
 
 // The checkpoint directory's own name: "step_100" for "runs/x/checkpoints/step_100/".
 std::string dir_name(const std::string& dir) {
@@ -100,7 +109,8 @@ void add_serve(CLI::App& root, CommandList& out) {
          }
          engine::Engine engine(std::move(lm), a->engine);
          server::Server srv(engine, *tok, a->server);
-         const std::string url = "http://" + a->server.host + ":" + std::to_string(srv.port());
+         const std::string url =
+             "http://" + advertised_host(a->server.host) + ":" + std::to_string(srv.port());
          if (a->json) {
            std::cout << nlohmann::json{{"ckpt", a->ckpt}, {"url", url}, {"port", srv.port()}}.dump()
                      << std::endl;

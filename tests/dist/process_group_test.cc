@@ -132,6 +132,42 @@ TEST(DpWorker, DataParallelStepMatchesSingleProcess) {
   group.barrier();
 }
 
+// What rank 0 alone has on disk (resumed optimizer state, the resumed step) and what rank 0 must
+// collect (the other ranks' traces) travel through the group, so no rank reads another's files.
+TEST(DpWorker, BytesTravelBetweenRanks) {
+  REQUIRE_WORKER();
+  ProcessGroup group(process_group_options_from_env(std::chrono::seconds(30)));
+  const int rank = group.rank();
+  const std::string blob("state\0with a zero byte", 22);
+  EXPECT_EQ(group.broadcast_bytes_from_rank0(rank == 0 ? blob : "ignored"), blob);
+  EXPECT_EQ(group.broadcast_bytes_from_rank0(""), "");
+  const std::vector<std::string> all = group.all_gather_bytes(rank == 0 ? "" : "trace of rank 1");
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0], "");
+  EXPECT_EQ(all[1], "trace of rank 1");
+  std::printf("bytes exchanged on rank %d\n", rank);
+}
+
+TEST(DpWorker, RanksWithDifferentWeightsAreCaught) {
+  REQUIRE_WORKER();
+  ProcessGroup group(process_group_options_from_env(std::chrono::seconds(30)));
+  model::CausalLM lm = tiny_model(100);
+  EXPECT_NO_THROW(check_same_on_every_rank(group, lm->parameters(), "weights"));
+  if (group.rank() == 1) {
+    torch::NoGradGuard no_grad;
+    lm->parameters()[3].view({-1})[0].add_(1e-3);  // one element off, on one rank
+  }
+  try {
+    check_same_on_every_rank(group, lm->parameters(), "policy weights");
+    ADD_FAILURE() << "a rank with other weights passed";
+  } catch (const RuntimeFailure& e) {  // on every rank, not only the one that drifted
+    EXPECT_NE(std::string(e.what()).find("policy weights differ between trainer ranks (1 of 2"),
+              std::string::npos)
+        << e.what();
+    std::printf("drift caught on rank %d: %s\n", group.rank(), e.what());
+  }
+}
+
 TEST(DpWorker, DeadPeerIsAnErrorNotAHang) {
   REQUIRE_WORKER();
   ProcessGroup group(process_group_options_from_env(std::chrono::seconds(5)));
@@ -185,6 +221,19 @@ TEST(Launch, DataParallelTwoRanksMatchOneRank) {
   EXPECT_NE(r.output.find("[rank 0] dp2 vs dp1"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("[rank 1] dp2 vs dp1"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("SKIPPED ] DpWorker"), std::string::npos) << r.output;
+}
+
+TEST(Launch, BytesTravelBetweenRanks) {
+  auto r = launch_workers("BytesTravelBetweenRanks");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("[rank 1] bytes exchanged on rank 1"), std::string::npos) << r.output;
+}
+
+TEST(Launch, RanksWithDifferentWeightsAreCaught) {
+  auto r = launch_workers("RanksWithDifferentWeightsAreCaught");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("[rank 0] drift caught on rank 0"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("[rank 1] drift caught on rank 1"), std::string::npos) << r.output;
 }
 
 TEST(Launch, DeadPeerGivesAClearErrorWithinTheTimeout) {

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -24,46 +25,82 @@ std::vector<char*> make_argv(const std::vector<std::string>& args) {
   return argv;
 }
 
+// In the child, before exec: joins the network namespace and sets the environment.
+void enter(const ProcessOptions& o) {
+  if (!o.netns.empty()) {
+    const int fd = open(("/run/netns/" + o.netns).c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || setns(fd, CLONE_NEWNET) != 0) _exit(126);
+    close(fd);
+  }
+  for (const auto& [k, v] : o.env) setenv(k.c_str(), v.c_str(), 1);
+}
+
 }  // namespace
 
-RunResult run_streamrl(const std::vector<std::string>& args, int timeout_s) {
+BackgroundRun::BackgroundRun(const std::vector<std::string>& args, const ProcessOptions& options) {
   int pipefd[2];
-  if (pipe(pipefd) != 0) return {};
-  pid_t pid = fork();
-  if (pid == 0) {
+  if (pipe(pipefd) != 0) return;
+  pid_ = fork();
+  if (pid_ == 0) {
     dup2(pipefd[1], STDOUT_FILENO);
     dup2(pipefd[1], STDERR_FILENO);
     close(pipefd[0]);
     close(pipefd[1]);
+    enter(options);
     auto argv = make_argv(args);
     execv(argv[0], argv.data());
     _exit(127);
   }
   close(pipefd[1]);
-  fcntl(pipefd[0], F_SETFL, O_NONBLOCK);
-  RunResult r;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
-  char buf[4096];
-  int status = 0;
-  while (true) {
+  const int fd = pipefd[0];
+  // Drains the pipe as the child writes, so a chatty child never blocks on a full pipe.
+  reader_ = std::thread([this, fd] {
+    char buf[4096];
     ssize_t n;
-    while ((n = read(pipefd[0], buf, sizeof(buf))) > 0) r.output.append(buf, n);
-    pid_t done = waitpid(pid, &status, WNOHANG);
-    if (done == pid) {
-      while ((n = read(pipefd[0], buf, sizeof(buf))) > 0) r.output.append(buf, n);
-      r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-      break;
+    while ((n = read(fd, buf, sizeof(buf))) > 0) {
+      std::lock_guard<std::mutex> lock(mu_);
+      output_.append(buf, n);
     }
-    if (std::chrono::steady_clock::now() > deadline) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      r.output += "\n[killed after timeout]";
-      break;
-    }
+    close(fd);
+  });
+}
+
+BackgroundRun::~BackgroundRun() {
+  kill_now();
+  if (reader_.joinable()) reader_.join();
+}
+
+bool BackgroundRun::running() {
+  if (pid_ <= 0 || reaped_) return false;
+  if (waitpid(pid_, &status_, WNOHANG) == pid_) reaped_ = true;
+  return !reaped_;
+}
+
+RunResult BackgroundRun::wait(int timeout_s) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  while (running() && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  close(pipefd[0]);
+  const bool timed_out = running();
+  kill_now();
+  if (reader_.joinable()) reader_.join();  // the pipe closes with the child
+  RunResult r;
+  r.output = output_;
+  if (timed_out) r.output += "\n[killed after timeout]";
+  r.exit_code = !timed_out && WIFEXITED(status_) ? WEXITSTATUS(status_) : -1;
   return r;
+}
+
+void BackgroundRun::kill_now() {
+  if (!running()) return;
+  kill(pid_, SIGKILL);
+  waitpid(pid_, &status_, 0);
+  reaped_ = true;
+}
+
+RunResult run_streamrl(const std::vector<std::string>& args, int timeout_s,
+                       const ProcessOptions& options) {
+  return BackgroundRun(args, options).wait(timeout_s);
 }
 
 pid_t spawn_streamrl(const std::vector<std::string>& args) {
@@ -95,15 +132,18 @@ std::string last_line(const std::string& text) {
                      end - (start == std::string::npos ? 0 : start + 1) + 1);
 }
 
-ServeProcess::ServeProcess(const std::string& ckpt) {
+ServeProcess::ServeProcess(const std::string& ckpt, const ProcessOptions& options,
+                           const std::string& host) {
   int out[2];
   if (pipe(out) != 0) return;
   pid_ = fork();
   if (pid_ == 0) {
     dup2(out[1], STDOUT_FILENO);
     close(out[0]);
-    const std::vector<std::string> args = {
-        "serve", "--ckpt", ckpt, "--port", "0", "--threads", "1", "--max-seq-len", "512", "--json"};
+    enter(options);
+    const std::vector<std::string> args = {"serve", "--ckpt",        ckpt,  "--host",
+                                           host,    "--port",        "0",   "--threads",
+                                           "1",     "--max-seq-len", "512", "--json"};
     auto argv = make_argv(args);  // points into args
     execv(argv[0], argv.data());
     _exit(127);

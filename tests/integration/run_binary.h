@@ -4,7 +4,10 @@
 
 #include <sys/types.h>
 
+#include <mutex>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 namespace streamrl::testing_util {
@@ -14,9 +17,40 @@ struct RunResult {
   std::string output;  // stdout and stderr interleaved
 };
 
+// Where a child runs: inside a network namespace (one "host" of a multi-host test, made with
+// `ip netns add NAME`) and with extra environment variables.
+struct ProcessOptions {
+  std::string netns;  // "" = this process's network
+  std::vector<std::pair<std::string, std::string>> env;
+};
+
+// `streamrl ARGS...` in the background with its output captured; killed with SIGKILL when this
+// object goes away.
+class BackgroundRun {
+ public:
+  explicit BackgroundRun(const std::vector<std::string>& args, const ProcessOptions& options = {});
+  ~BackgroundRun();
+  BackgroundRun(const BackgroundRun&) = delete;
+  BackgroundRun& operator=(const BackgroundRun&) = delete;
+
+  // Waits for the exit, at most `timeout_s` (then kills it: exit code -1).
+  RunResult wait(int timeout_s);
+  bool running();
+  void kill_now();  // SIGKILL, as when its host dies
+
+ private:
+  pid_t pid_ = -1;
+  int status_ = 0;
+  bool reaped_ = false;
+  std::mutex mu_;
+  std::string output_;
+  std::thread reader_;
+};
+
 // Runs `streamrl ARGS...` to completion with a `timeout_s` limit (killed and reported as exit
 // code -1 past it).
-RunResult run_streamrl(const std::vector<std::string>& args, int timeout_s = 300);
+RunResult run_streamrl(const std::vector<std::string>& args, int timeout_s = 300,
+                       const ProcessOptions& options = {});
 
 // Starts `streamrl ARGS...` in the background with output to /dev/null; returns its pid.
 pid_t spawn_streamrl(const std::vector<std::string>& args);
@@ -27,11 +61,12 @@ std::string fresh_temp_dir(const std::string& name);
 // The last non-empty line of `text`.
 std::string last_line(const std::string& text);
 
-// `streamrl serve --ckpt CKPT --port 0` as a child process (one thread), killed with SIGKILL
-// when this object goes away.
+// `streamrl serve --ckpt CKPT --host HOST --port 0` as a child process (one thread), killed with
+// SIGKILL when this object goes away.
 class ServeProcess {
  public:
-  explicit ServeProcess(const std::string& ckpt);
+  explicit ServeProcess(const std::string& ckpt, const ProcessOptions& options = {},
+                        const std::string& host = "127.0.0.1");
   ~ServeProcess();
   ServeProcess(const ServeProcess&) = delete;
   ServeProcess& operator=(const ServeProcess&) = delete;

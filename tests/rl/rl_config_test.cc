@@ -5,6 +5,7 @@
 
 #include "streamrl/core/config.h"
 #include "streamrl/core/errors.h"
+#include "streamrl/rl/rl_roles.h"
 
 namespace streamrl::rl {
 namespace {
@@ -36,6 +37,25 @@ std::string error_of(const std::vector<std::string>& overrides) {
     return e.what();
   }
   return "";
+}
+
+// sgs.urls with several trainer ranks: URL i streams to rank i % world, so instances listed host by
+// host in rank order stay with the rank on their host.
+TEST(RlRoles, EachRankStreamsFromItsShareOfTheUrls) {
+  const std::vector<std::string> urls = {"http://a:1", "http://b:1", "http://a:2", "http://b:2"};
+  EXPECT_EQ(urls_of_rank(urls, 0, 1), urls);
+  EXPECT_EQ(urls_of_rank(urls, 0, 2), (std::vector<std::string>{"http://a:1", "http://a:2"}));
+  EXPECT_EQ(urls_of_rank(urls, 1, 2), (std::vector<std::string>{"http://b:1", "http://b:2"}));
+  EXPECT_EQ(urls_of_rank(urls, 3, 4), (std::vector<std::string>{"http://b:2"}));
+  EXPECT_TRUE(urls_of_rank({}, 1, 2).empty());  // local instances on every rank
+  try {
+    urls_of_rank({"http://a:1"}, 0, 2);
+    ADD_FAILURE() << "one URL for two ranks was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("sgs.urls lists 1 instance(s) for 2 trainer ranks"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(RlConfig, Defaults) {

@@ -10,7 +10,15 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <sstream>
 
@@ -49,6 +57,37 @@ std::string seconds(std::chrono::milliseconds t) {
 
 bool is_loopback(const std::string& addr) {
   return addr == "localhost" || addr.rfind("127.", 0) == 0 || addr == "::1";
+}
+
+// The address of this host's interface that routes to `addr`: a UDP socket "connected" there sends
+// nothing but gets the source address the kernel would use. Gloo must bind that interface on
+// every rank; the hostname's address (Gloo's default) may be loopback or absent on a multi-homed
+// host or inside a container. "" when `addr` does not resolve.
+std::string local_address_towards(const std::string& addr, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(addr.c_str(), std::to_string(port).c_str(), &hints, &res) != 0) return "";
+  std::string out;
+  for (addrinfo* a = res; a != nullptr && out.empty(); a = a->ai_next) {
+    const int fd = socket(a->ai_family, SOCK_DGRAM, 0);
+    if (fd < 0) continue;
+    sockaddr_storage local{};
+    socklen_t len = sizeof(local);
+    if (connect(fd, a->ai_addr, a->ai_addrlen) == 0 &&
+        getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0) {
+      char text[INET6_ADDRSTRLEN] = {0};
+      const void* src =
+          local.ss_family == AF_INET
+              ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr)
+              : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr);
+      if (inet_ntop(local.ss_family, src, text, sizeof(text)) != nullptr) out = text;
+    }
+    close(fd);
+  }
+  freeaddrinfo(res);
+  return out;
 }
 
 }  // namespace
@@ -104,14 +143,17 @@ ProcessGroup::ProcessGroup(const ProcessGroupOptions& options) : options_(option
     impl_->store = c10::make_intrusive<c10d::TCPStore>(options_.master_addr, so);
 
     auto go = c10d::ProcessGroupGloo::Options::create(options_.timeout);
-    // Ranks on one machine talk over loopback; across machines over the interface that the
-    // hostname resolves to, or the one GLOO_SOCKET_IFNAME names (as in PyTorch).
+    // Ranks on one machine talk over loopback; across machines over the interface that routes
+    // to MASTER_ADDR, or the one GLOO_SOCKET_IFNAME names (as in PyTorch).
     if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname) {
       go->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
     } else if (is_loopback(options_.master_addr)) {
       go->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
     } else {
-      go->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+      const std::string local = local_address_towards(options_.master_addr, options_.master_port);
+      if (local.empty())
+        throw RuntimeFailure("MASTER_ADDR " + options_.master_addr + " does not resolve");
+      go->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(local));
     }
     go->threads = 1;  // collectives are issued one at a time from the trainer thread
     impl_->pg = c10::make_intrusive<c10d::ProcessGroupGloo>(impl_->store, options_.rank,
@@ -197,6 +239,39 @@ void ProcessGroup::broadcast_from_rank0(std::vector<torch::Tensor>& tensors) {
   });
 }
 
+std::string ProcessGroup::broadcast_bytes_from_rank0(const std::string& bytes) {
+  if (!impl_) return bytes;
+  std::vector<torch::Tensor> size = {torch::tensor({static_cast<int64_t>(bytes.size())})};
+  c10d::BroadcastOptions bo;
+  bo.rootRank = 0;
+  wait_for(impl_->pg->broadcast(size, bo), "broadcast of a size", options_);
+  const int64_t n = size[0].item<int64_t>();
+  std::vector<torch::Tensor> buf = {torch::empty({n}, torch::kUInt8)};
+  if (options_.rank == 0 && n > 0) std::memcpy(buf[0].data_ptr(), bytes.data(), n);
+  wait_for(impl_->pg->broadcast(buf, bo), "broadcast of bytes", options_);
+  return std::string(static_cast<const char*>(buf[0].data_ptr()), n);
+}
+
+std::vector<std::string> ProcessGroup::all_gather_bytes(const std::string& bytes) {
+  if (!impl_) return {bytes};
+  std::vector<double> sizes(options_.world_size, 0.0);
+  sizes[options_.rank] = static_cast<double>(bytes.size());
+  sizes = all_reduce_sum(sizes);
+  int64_t longest = 0;
+  for (double s : sizes) longest = std::max(longest, static_cast<int64_t>(s));
+  std::vector<torch::Tensor> in = {torch::zeros({longest}, torch::kUInt8)};
+  if (!bytes.empty()) std::memcpy(in[0].data_ptr(), bytes.data(), bytes.size());
+  std::vector<std::vector<torch::Tensor>> out(1);
+  for (int r = 0; r < options_.world_size; ++r)
+    out[0].push_back(torch::empty({longest}, torch::kUInt8));
+  wait_for(impl_->pg->allgather(out, in), "all_gather of bytes", options_);
+  std::vector<std::string> all;
+  for (int r = 0; r < options_.world_size; ++r) {
+    all.emplace_back(static_cast<const char*>(out[0][r].data_ptr()), static_cast<size_t>(sizes[r]));
+  }
+  return all;
+}
+
 void ProcessGroup::barrier() {
   if (!impl_) return;
   wait_for(impl_->pg->barrier(), "barrier", options_);
@@ -218,6 +293,33 @@ void all_reduce_gradients(ProcessGroup& group, const std::vector<torch::Tensor>&
     grads.push_back(p.grad());
   }
   group.all_reduce_sum(grads);
+}
+
+void check_same_on_every_rank(ProcessGroup& group, const std::vector<torch::Tensor>& tensors,
+                              const std::string& what) {
+  if (group.world_size() == 1) return;
+  torch::NoGradGuard no_grad;
+  // Sums and sums of squares weighted by position, so a swap or a sign change shows too.
+  double sum = 0, squares = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const torch::Tensor t = tensors[i].detach().to(torch::kDouble);
+    sum += (i + 1) * t.sum().item<double>();
+    squares += (i + 1) * t.square().sum().item<double>();
+  }
+  std::vector<torch::Tensor> rank0 = {torch::tensor({sum, squares}, torch::kDouble)};
+  group.broadcast_from_rank0(rank0);
+  const double s0 = rank0[0][0].item<double>(), q0 = rank0[0][1].item<double>();
+  const auto differs = [](double a, double b) {
+    return std::abs(a - b) > 1e-6 * std::max({1.0, std::abs(a), std::abs(b)});
+  };
+  const double mine = differs(sum, s0) || differs(squares, q0) ? 1.0 : 0.0;
+  const double ranks_off = group.all_reduce_sum(std::vector<double>{mine})[0];
+  if (ranks_off > 0) {
+    throw RuntimeFailure(what + " differ between trainer ranks (" +
+                         std::to_string(static_cast<int>(ranks_off)) + " of " +
+                         std::to_string(group.world_size()) + " differ from rank 0's" +
+                         (mine > 0 ? ", this rank among them" : "") + ")");
+  }
 }
 
 }  // namespace streamrl::dist

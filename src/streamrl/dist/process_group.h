@@ -53,6 +53,11 @@ class ProcessGroup {
   std::vector<double> all_reduce_sum(const std::vector<double>& values);
   // Copies rank 0's `tensors` into every rank's, in place (e.g. initial parameters).
   void broadcast_from_rank0(std::vector<torch::Tensor>& tensors);
+  // Rank 0's `bytes` on every rank (e.g. resumed optimizer state that only rank 0's disk holds).
+  std::string broadcast_bytes_from_rank0(const std::string& bytes);
+  // Every rank's `bytes`, in rank order, on every rank (e.g. the ranks' traces, for rank 0 to
+  // merge without reading another host's files).
+  std::vector<std::string> all_gather_bytes(const std::string& bytes);
   // Returns once every rank has called it.
   void barrier();
 
@@ -67,5 +72,11 @@ class ProcessGroup {
 // none. Call after backward and before clipping and the optimizer step, with each rank's loss
 // summed over its samples; then divide by the global denominator (all_reduce_sum of the counts).
 void all_reduce_gradients(ProcessGroup& group, const std::vector<torch::Tensor>& parameters);
+
+// Throws RuntimeFailure on every rank, naming `what`, when some rank's `tensors` differ from rank
+// 0's (by a checksum; relative tolerance 1e-6). Data-parallel ranks must hold the same weights: a
+// rank that resumed without rank 0's optimizer state, or missed a step, would drift silently.
+void check_same_on_every_rank(ProcessGroup& group, const std::vector<torch::Tensor>& tensors,
+                              const std::string& what);
 
 }  // namespace streamrl::dist

@@ -12,18 +12,25 @@
 
 namespace streamrl::rl {
 
+std::vector<std::string> urls_of_rank(const std::vector<std::string>& urls, int rank, int world) {
+  if (urls.empty() || world <= 1) return urls;
+  if (static_cast<int>(urls.size()) < world) {
+    throw InputError("sgs.urls lists " + std::to_string(urls.size()) + " instance(s) for " +
+                     std::to_string(world) + " trainer ranks (WORLD_SIZE); each rank needs one");
+  }
+  std::vector<std::string> mine;
+  for (size_t i = rank; i < urls.size(); i += world) mine.push_back(urls[i]);
+  return mine;
+}
+
 RlRoles RlRoles::set_up(const RlRunConfig& c) {
   RlRoles r;
   const bool dedicated = core::traits(c.mode).dedicated_generator;
   // Collectives may wait for rank 0's evaluation, hence the generous bound.
   const dist::ProcessGroupOptions pgo = dist::process_group_options_from_env(
       std::chrono::milliseconds(static_cast<int64_t>(c.sample_timeout_s * 1000)));
-  if (pgo.world_size > 1) {
-    if (!c.sgs_urls.empty()) {
-      throw InputError("sgs.urls with several trainer processes is not supported (one run)");
-    }
-    r.group = std::make_unique<dist::ProcessGroup>(pgo);
-  }
+  r.sgs_urls = urls_of_rank(c.sgs_urls, pgo.rank, pgo.world_size);
+  if (pgo.world_size > 1) r.group = std::make_unique<dist::ProcessGroup>(pgo);
   r.rank = pgo.rank;
   r.lead = pgo.rank == 0;
   core::apply_core_budget(dedicated
@@ -37,22 +44,33 @@ RlRoles RlRoles::set_up(const RlRunConfig& c) {
   if (c.loss.kl.coef > 0) r.reference.emplace(model::load_model(c.init_from));
   r.optimizer = make_adamw(*r.policy, c.optim);
 
+  // Rank 0 alone reads the run directory (another rank may be on another host, with a run
+  // directory of its own) and sends every rank what it resumed.
   const auto run_dir = c.run.dir();
-  if (c.run.resume) {
+  nlohmann::json resumed = {{"step", 0}};
+  if (r.lead && c.run.resume) {
     if (auto ck = resume_training_checkpoint(run_dir, r.policy, *r.optimizer)) {
-      r.start_iteration = ck->state.at("step").get<int64_t>();
-      r.curriculum_state = ck->state.value("curriculum", nlohmann::json());
-      SLOG(kInfo) << "resuming " << run_dir.string() << " from iteration " << r.start_iteration;
+      resumed = ck->state;
+      SLOG(kInfo) << "resuming " << run_dir.string() << " from iteration "
+                  << resumed.at("step").get<int64_t>();
     }
-  } else if (latest_checkpoint(run_dir)) {
+  } else if (r.lead && latest_checkpoint(run_dir)) {
     throw InputError(run_dir.string() + " already has checkpoints; set run.resume=true to " +
                      "continue it or choose another run.name");
   }
-  if (r.group) {  // every rank starts from rank 0's parameters
+  if (r.group) {
     torch::NoGradGuard no_grad;
     std::vector<torch::Tensor> params = r.policy->parameters();
     r.group->broadcast_from_rank0(params);
+    resumed = nlohmann::json::parse(r.group->broadcast_bytes_from_rank0(resumed.dump()));
+    if (resumed.at("step").get<int64_t>() > 0) {
+      const std::string state =
+          r.group->broadcast_bytes_from_rank0(r.lead ? optimizer_bytes(*r.optimizer) : "");
+      if (!r.lead) load_optimizer_bytes(*r.optimizer, state);
+    }
   }
+  r.start_iteration = resumed.at("step").get<int64_t>();
+  r.curriculum_state = resumed.value("curriculum", nlohmann::json());
   return r;
 }
 
@@ -60,7 +78,7 @@ std::unique_ptr<RolloutGenerator> RlRoles::make_generator(const RlRunConfig& c,
                                                           telemetry::Trace* trace) {
   // With sgs.urls, `streamrl serve` processes generate and weights travel over HTTP.
   if (!c.sgs_urls.empty()) {
-    return RolloutGenerator::remote(c.sgs_urls, c.sgs_remote, policy, start_iteration);
+    return RolloutGenerator::remote(sgs_urls, c.sgs_remote, policy, start_iteration);
   }
   engine::EngineConfig ec;
   ec.max_batch_size = c.max_batch_size;

@@ -19,10 +19,16 @@
 
 namespace streamrl::rl {
 
+// This rank's `streamrl serve` instances: URL i goes to rank i % world, so a rank can stream from
+// the instances on its own host. Each rank pushes its weights (the same on every rank after the
+// gradient all-reduce) to its own instances only. InputError when there are fewer URLs than ranks.
+std::vector<std::string> urls_of_rank(const std::vector<std::string>& urls, int rank, int world);
+
 struct RlRoles {
   // Trainer data parallelism under `streamrl launch` (null: one process). Rank 0 alone writes the
   // run directory and evaluates.
   std::unique_ptr<dist::ProcessGroup> group;
+  std::vector<std::string> sgs_urls;  // this rank's share of sgs.urls
   int rank = 0;
   bool lead = true;
   std::unique_ptr<tasks::Task> owned_task;

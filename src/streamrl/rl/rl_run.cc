@@ -26,11 +26,9 @@ double since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-std::string rank_trace_file(int rank) { return "trace.rank" + std::to_string(rank) + ".json"; }
-
 // What a run writes besides checkpoints: metrics.jsonl (and TensorBoard files), samples.jsonl,
-// and the trace. Rank 0 writes the run directory; other ranks only their trace, which rank 0
-// merges at the end.
+// and the trace. Rank 0 alone writes the run directory; it merges the other ranks' traces at the
+// end.
 struct RunOutputs {
   std::optional<telemetry::MetricsLog> metrics, sample_log;
   telemetry::Trace trace_store;
@@ -45,13 +43,13 @@ struct RunOutputs {
       metrics.emplace(run_dir / "metrics.jsonl", roles.start_iteration, c.tensorboard);
       if (c.sample_log) sample_log.emplace(run_dir / "samples.jsonl", roles.start_iteration);
     }
-    trace_file = run_dir / (roles.lead ? std::string("trace.json") : rank_trace_file(rank));
+    trace_file = run_dir / "trace.json";  // rank 0's; the others send theirs to it
     if (!c.trace) return;
     trace = &trace_store;
     const std::string of_rank = roles.group ? " rank " + std::to_string(rank) : "";
     trace->name_track(trainer_track(rank),
                       "trainer" + of_rank + " (" + core::mode_name(c.mode) + ")");
-    const int instances = !c.sgs_urls.empty() ? static_cast<int>(c.sgs_urls.size())
+    const int instances = !roles.sgs_urls.empty() ? static_cast<int>(roles.sgs_urls.size())
                           : core::traits(c.mode).dedicated_generator ? c.sgs.instances
                                                                      : 1;
     for (int i = 0; i < instances; ++i) {
@@ -61,15 +59,15 @@ struct RunOutputs {
     }
   }
 
-  // Rank 0 merges the other ranks' traces once all are written (the barrier has a timeout).
-  void merge_rank_traces(const RlRunConfig& c, const RlRoles& roles) {
+  // Rank 0 merges the other ranks' traces, sent through the process group: another rank may run
+  // on another host, with a run directory of its own.
+  void merge_rank_traces(const RlRoles& roles) {
     if (!roles.group || !trace) return;
-    if (!roles.lead) trace->flush(trace_file);
-    roles.group->barrier();
+    const auto all = roles.group->all_gather_bytes(roles.lead ? "" : trace->to_json().dump());
     if (!roles.lead) return;
-    for (int r = 1; r < roles.group->world_size(); ++r) {
-      trace->merge_file(c.run.dir() / rank_trace_file(r));
-      fs::remove(c.run.dir() / rank_trace_file(r));
+    for (size_t r = 1; r < all.size(); ++r) {
+      auto j = nlohmann::json::parse(all[r], nullptr, /*allow_exceptions=*/false);
+      trace->merge(std::move(j));
     }
   }
 };
@@ -127,6 +125,12 @@ nlohmann::json run_rl(const RlRunConfig& c, const std::string& resolved_config_y
     const int64_t done = it + 1;
     const double iter_s = since(iter_start);
     IterationRecord r = iteration_record(c, it, st, up, loop, iter_s, roles.group.get());
+    const bool checkpoint_now =
+        c.checkpoint.every > 0 && done % c.checkpoint.every == 0 && done < c.iterations;
+    if (roles.group && (checkpoint_now || done == c.iterations)) {
+      dist::check_same_on_every_rank(*roles.group, roles.policy->parameters(),
+                                     "policy weights after iteration " + std::to_string(done));
+    }
     if (!roles.lead) continue;
     collapse.observe_iteration(r.reward_mean, r.mean_length);
     if (c.eval_every > 0 && done % c.eval_every == 0 && done < c.iterations && c.eval.n > 0) {
@@ -147,7 +151,7 @@ nlohmann::json run_rl(const RlRunConfig& c, const std::string& resolved_config_y
     std::snprintf(status, sizeof(status), "reward %.3f len %.0f kl %.4f %.1fs/it", r.reward_mean,
                   r.mean_length, up.metrics.kl_mean(), iter_s);
     progress.update(done, status);
-    if (c.checkpoint.every > 0 && done % c.checkpoint.every == 0 && done < c.iterations) {
+    if (checkpoint_now) {
       nlohmann::json state = {{"step", done}, {"kind", "rl"}};
       if (c.data.curriculum.enabled) state["curriculum"] = loop.curriculum_state();
       save_checkpoint(c, roles, done, state);
@@ -155,7 +159,7 @@ nlohmann::json run_rl(const RlRunConfig& c, const std::string& resolved_config_y
     }
   }
   progress.finish();
-  out.merge_rank_traces(c, roles);
+  out.merge_rank_traces(roles);
   if (!roles.lead) {
     return {
         {"rank", roles.rank}, {"iterations", c.iterations}, {"minutes", since(run_start) / 60.0}};

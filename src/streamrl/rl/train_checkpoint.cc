@@ -81,14 +81,10 @@ fs::path save_training_checkpoint(const fs::path& run_dir, int64_t step, model::
                                   const std::string& tokenizer_json,
                                   torch::optim::Optimizer& optimizer, const nlohmann::json& state,
                                   int keep) {
-  std::ostringstream opt_bytes;
-  torch::serialize::OutputArchive archive;
-  optimizer.save(archive);
-  archive.save_to(opt_bytes);
   fs::path dir = run_dir / "checkpoints" / ("step_" + std::to_string(step));
   model::save_checkpoint(
       dir, model, tokenizer_json,
-      {{"optimizer.pt", opt_bytes.str()}, {"trainer_state.json", state.dump(2) + "\n"}});
+      {{"optimizer.pt", optimizer_bytes(optimizer)}, {"trainer_state.json", state.dump(2) + "\n"}});
   if (keep > 0) {
     auto all = list_checkpoints(run_dir);
     for (size_t i = 0; i + keep < all.size(); ++i) fs::remove_all(all[i].dir);
@@ -126,17 +122,32 @@ nlohmann::json load_training_state(const fs::path& dir, torch::optim::Optimizer&
   if (state.is_discarded() || !state.is_object()) {
     throw InputError((dir / "trainer_state.json").string() + ": not a JSON object");
   }
-  std::string bytes = core::read_file(dir / "optimizer.pt");
+  try {
+    load_optimizer_bytes(optimizer, core::read_file(dir / "optimizer.pt"));
+  } catch (const InputError& e) {
+    throw InputError((dir / "optimizer.pt").string() + ": " + e.what());
+  }
+  return state;
+}
+
+std::string optimizer_bytes(torch::optim::Optimizer& optimizer) {
+  std::ostringstream out;
+  torch::serialize::OutputArchive archive;
+  optimizer.save(archive);
+  archive.save_to(out);
+  return out.str();
+}
+
+void load_optimizer_bytes(torch::optim::Optimizer& optimizer, const std::string& bytes) {
   try {
     std::istringstream in(bytes);
     torch::serialize::InputArchive archive;
     archive.load_from(in);
     optimizer.load(archive);
   } catch (const c10::Error& e) {
-    throw InputError((dir / "optimizer.pt").string() + ": cannot load optimizer state (" +
+    throw InputError("cannot load optimizer state (" +
                      std::string(e.what_without_backtrace()).substr(0, 200) + ")");
   }
-  return state;
 }
 
 }  // namespace streamrl::rl

@@ -48,4 +48,8 @@ std::filesystem::path save_training_checkpoint(const std::filesystem::path& run_
 nlohmann::json load_training_state(const std::filesystem::path& dir,
                                    torch::optim::Optimizer& optimizer);
 
+// The optimizer's state as optimizer.pt holds it, and back (InputError when it does not load).
+std::string optimizer_bytes(torch::optim::Optimizer& optimizer);
+void load_optimizer_bytes(torch::optim::Optimizer& optimizer, const std::string& bytes);
+
 }  // namespace streamrl::rl

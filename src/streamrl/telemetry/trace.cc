@@ -21,11 +21,15 @@ double micros(std::chrono::steady_clock::duration d) {
   return std::chrono::duration<double, std::micro>(d).count();
 }
 
+bool is_trace(const nlohmann::json& j) {
+  return j.is_object() && j.contains("traceEvents") && j["traceEvents"].is_array();
+}
+
 nlohmann::json read_trace_json(const std::filesystem::path& path) {
   std::ifstream in(path);
   if (!in) throw InputError("cannot open trace " + path.string());
   nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object() || !j.contains("traceEvents") || !j["traceEvents"].is_array()) {
+  if (!is_trace(j)) {
     throw InputError(path.string() + ": not a Trace Event Format file (no traceEvents array)");
   }
   return j;
@@ -188,8 +192,12 @@ void Trace::flush(const std::filesystem::path& path) {
   flushed_ = std::move(next);
 }
 
-void Trace::merge_file(const std::filesystem::path& path) {
-  nlohmann::json j = read_trace_json(path);
+void Trace::merge_file(const std::filesystem::path& path) { merge(read_trace_json(path)); }
+
+void Trace::merge(nlohmann::json j) {
+  if (!is_trace(j)) {
+    throw InputError("not a trace (no traceEvents array)");
+  }
   const double origin = j.contains("otherData")
                             ? j["otherData"].value("origin_unix_us", origin_unix_us_)
                             : origin_unix_us_;

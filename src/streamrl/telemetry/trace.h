@@ -55,9 +55,11 @@ class Trace {
   // see the file cut short. Throws RuntimeFailure on I/O errors.
   void flush(const std::filesystem::path& path);
 
-  // Adds the events of another process's trace file (its own track numbers, which must not
-  // collide with ours), shifted onto this trace's origin by the two origins' wall-clock times.
-  // InputError when the file is missing or not a trace.
+  // Adds the events of another process's trace (its own track numbers, which must not collide
+  // with ours), shifted onto this trace's origin by the two origins' wall-clock times (across
+  // hosts, as close as their clocks agree). InputError when it is not a trace, or for
+  // merge_file, the file is missing.
+  void merge(nlohmann::json other);
   void merge_file(const std::filesystem::path& path);
 
   // A trace.json read back, for reports: its spans (events of phase "X") and track names.
