@@ -146,7 +146,8 @@ class MultiHost : public ::testing::Test {
         << "policy: {init_from: " << files_[host].init << "}\n"
         << "rollout: {prompts_per_iteration: 4, group_size: 4, max_new_tokens: 24, "
         << "sample_timeout_s: " << sample_timeout_s << "}\n"
-        << "train: {iterations: " << iterations << ", optim: {lr: 0.001}}\n"
+        << "train: {iterations: " << iterations
+        << ", optim: {lr: 0.001}}\n"
         // A random tiny policy never earns the task's reward; the soft overlong penalty gives
         // its samples different rewards, so there are gradients and optimizer state to keep.
         << "algo: {overlong: {buffer: 16}}\n"
@@ -160,7 +161,8 @@ class MultiHost : public ::testing::Test {
   // Trainer rank `rank` of two on host `rank`.
   std::unique_ptr<testing_util::BackgroundRun> start_rank(int rank, const std::string& config) {
     return std::make_unique<testing_util::BackgroundRun>(
-        std::vector<std::string>{"train", "--config", config, "--json"}, on_host(hosts_, rank, rank, 2));
+        std::vector<std::string>{"train", "--config", config, "--json"},
+        on_host(hosts_, rank, rank, 2));
   }
 
   fs::path metrics() const { return files_[0].runs + "/mh/metrics.jsonl"; }
