@@ -170,11 +170,15 @@ ProcessGroup::~ProcessGroup() = default;
 
 namespace {
 
-// Waits for `work` and turns a Gloo failure into one clear line.
+// Waits for `work`, adds the time to `seconds_total`, and turns a Gloo failure into one clear
+// line.
 void wait_for(const c10::intrusive_ptr<c10d::Work>& work, const std::string& op,
-              const ProcessGroupOptions& o) {
+              const ProcessGroupOptions& o, double& seconds_total) {
+  const auto start = std::chrono::steady_clock::now();
   try {
     work->wait();
+    seconds_total +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   } catch (const std::exception& e) {
     const std::string msg = "process group rank " + std::to_string(o.rank) + " of " +
                             std::to_string(o.world_size) + ": " + op +
@@ -217,7 +221,7 @@ void flat_exchange(std::vector<torch::Tensor>& tensors, F&& collective) {
 void ProcessGroup::all_reduce_sum(std::vector<torch::Tensor>& tensors) {
   if (!impl_) return;
   flat_exchange(tensors, [&](std::vector<torch::Tensor>& buf) {
-    wait_for(impl_->pg->allreduce(buf), "all_reduce", options_);
+    wait_for(impl_->pg->allreduce(buf), "all_reduce", options_, collective_seconds_);
   });
 }
 
@@ -225,7 +229,7 @@ std::vector<double> ProcessGroup::all_reduce_sum(const std::vector<double>& valu
   if (!impl_ || values.empty()) return values;
   std::vector<torch::Tensor> buf = {
       torch::tensor(values, torch::TensorOptions().dtype(torch::kDouble))};
-  wait_for(impl_->pg->allreduce(buf), "all_reduce of scalars", options_);
+  wait_for(impl_->pg->allreduce(buf), "all_reduce of scalars", options_, collective_seconds_);
   const double* p = buf[0].data_ptr<double>();
   return std::vector<double>(p, p + values.size());
 }
@@ -235,7 +239,7 @@ void ProcessGroup::broadcast_from_rank0(std::vector<torch::Tensor>& tensors) {
   flat_exchange(tensors, [&](std::vector<torch::Tensor>& buf) {
     c10d::BroadcastOptions bo;
     bo.rootRank = 0;
-    wait_for(impl_->pg->broadcast(buf, bo), "broadcast", options_);
+    wait_for(impl_->pg->broadcast(buf, bo), "broadcast", options_, collective_seconds_);
   });
 }
 
@@ -244,11 +248,11 @@ std::string ProcessGroup::broadcast_bytes_from_rank0(const std::string& bytes) {
   std::vector<torch::Tensor> size = {torch::tensor({static_cast<int64_t>(bytes.size())})};
   c10d::BroadcastOptions bo;
   bo.rootRank = 0;
-  wait_for(impl_->pg->broadcast(size, bo), "broadcast of a size", options_);
+  wait_for(impl_->pg->broadcast(size, bo), "broadcast of a size", options_, collective_seconds_);
   const int64_t n = size[0].item<int64_t>();
   std::vector<torch::Tensor> buf = {torch::empty({n}, torch::kUInt8)};
   if (options_.rank == 0 && n > 0) std::memcpy(buf[0].data_ptr(), bytes.data(), n);
-  wait_for(impl_->pg->broadcast(buf, bo), "broadcast of bytes", options_);
+  wait_for(impl_->pg->broadcast(buf, bo), "broadcast of bytes", options_, collective_seconds_);
   return std::string(static_cast<const char*>(buf[0].data_ptr()), n);
 }
 
@@ -264,7 +268,7 @@ std::vector<std::string> ProcessGroup::all_gather_bytes(const std::string& bytes
   std::vector<std::vector<torch::Tensor>> out(1);
   for (int r = 0; r < options_.world_size; ++r)
     out[0].push_back(torch::empty({longest}, torch::kUInt8));
-  wait_for(impl_->pg->allgather(out, in), "all_gather of bytes", options_);
+  wait_for(impl_->pg->allgather(out, in), "all_gather of bytes", options_, collective_seconds_);
   std::vector<std::string> all;
   for (int r = 0; r < options_.world_size; ++r) {
     all.emplace_back(static_cast<const char*>(out[0][r].data_ptr()), static_cast<size_t>(sizes[r]));
@@ -274,7 +278,7 @@ std::vector<std::string> ProcessGroup::all_gather_bytes(const std::string& bytes
 
 void ProcessGroup::barrier() {
   if (!impl_) return;
-  wait_for(impl_->pg->barrier(), "barrier", options_);
+  wait_for(impl_->pg->barrier(), "barrier", options_, collective_seconds_);
 }
 
 void all_reduce_gradients(ProcessGroup& group, const std::vector<torch::Tensor>& parameters) {

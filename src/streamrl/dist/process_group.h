@@ -44,6 +44,8 @@ class ProcessGroup {
 
   int rank() const { return options_.rank; }
   int world_size() const { return options_.world_size; }
+  // Seconds this rank has spent in collectives so far: the exchanges and the waits for the others.
+  double collective_seconds() const { return collective_seconds_; }
 
   // Sums `tensors` (CPU, contiguous, any float dtype; e.g. every parameter's gradient) elementwise
   // across ranks, in place, in one coalesced exchange per dtype.
@@ -65,6 +67,7 @@ class ProcessGroup {
   struct Impl;
   ProcessGroupOptions options_;
   std::unique_ptr<Impl> impl_;
+  double collective_seconds_ = 0;
 };
 
 // Sums the gradients of `parameters` across ranks, in place. A parameter with a gradient on some

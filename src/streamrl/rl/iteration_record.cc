@@ -65,6 +65,9 @@ IterationRecord iteration_record(const RlRunConfig& c, int64_t it, const Iterati
         {"train_cpu", up.cpu_seconds},  // the trainer thread's CPU time in those spans
         {"weight_update", st.weight_update_s},
         {"trainer_wait", st.wait_s},
+        // Waiting for the other ranks and exchanging with them: a slow or dropped link between
+        // hosts, or a straggling rank, shows here.
+        {"collectives", st.collectives_s},
         {"iteration", iter_s}}},
       // Colocated roles time-share the cores: each idles while the other stage runs.
       {"idle_fraction",

@@ -37,6 +37,7 @@ struct IterationStats {
   std::vector<int64_t> versions;
   int64_t generated_tokens = 0;
   double sample_work_s = 0, reference_s = 0, wait_s = 0, weight_update_s = 0;
+  double collectives_s = 0;  // in the trainer ranks' collectives (0 with one process)
 };
 
 // One iteration's prompts and what has come back for them so far.

@@ -121,7 +121,9 @@ nlohmann::json run_rl(const RlRunConfig& c, const std::string& resolved_config_y
   for (int64_t it = start_iter; it < c.iterations; ++it) {
     const auto iter_start = Clock::now();
     IterationStats st;
+    const double collectives_before = roles.group ? roles.group->collective_seconds() : 0;
     const UpdateResult up = loop.run_iteration(it, &st);
+    if (roles.group) st.collectives_s = roles.group->collective_seconds() - collectives_before;
     const int64_t done = it + 1;
     const double iter_s = since(iter_start);
     IterationRecord r = iteration_record(c, it, st, up, loop, iter_s, roles.group.get());

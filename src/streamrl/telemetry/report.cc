@@ -312,13 +312,14 @@ std::string render_report(const fs::path& run_dir) {
   // Stage times of the last iterations.
   o << "<h2>Stage seconds, last iterations</h2><table><tr><th>iteration</th><th>generate</th>"
     << "<th>sample work</th><th>train</th><th>weight update</th><th>trainer wait</th>"
-    << "<th>iteration</th><th>idle gen</th><th>idle trainer</th><th>samples/s</th></tr>";
+    << "<th>rank collectives</th><th>iteration</th><th>idle gen</th><th>idle "
+       "trainer</th><th>samples/s</th></tr>";
   const size_t from = iterations.size() > 10 ? iterations.size() - 10 : 0;
   for (size_t i = from; i < iterations.size(); ++i) {
     const json& r = iterations[i];
     o << "<tr><td>" << fmt(num(r, "step"), 6) << "</td>";
-    for (const char* k :
-         {"generate", "sample_work", "train", "weight_update", "trainer_wait", "iteration"}) {
+    for (const char* k : {"generate", "sample_work", "train", "weight_update", "trainer_wait",
+                          "collectives", "iteration"}) {
       o << "<td>" << fmt(num(r, "stage_seconds", k)) << "</td>";
     }
     o << "<td>" << fmt(num(r, "idle_fraction", "generator"), 2) << "</td><td>"
