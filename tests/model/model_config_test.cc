@@ -259,13 +259,14 @@ TEST(ModelConfig, MissingAndMistypedFields) {
 
 TEST(ModelConfig, UnsupportedArchitecturesAreRejectedClearly) {
   json j = tiny();
-  j["model_type"] = "qwen3";
-  EXPECT_NE(parse_error(j).find("model_type 'qwen3' is not supported: Qwen3 adds RMSNorm on "
-                                "queries and keys"),
-            std::string::npos);
   j["model_type"] = "mistral";
   EXPECT_EQ(parse_error(j),
-            "cfg.json: model_type 'mistral' is not supported (supported: llama, qwen2)");
+            "cfg.json: model_type 'mistral' is not supported (supported: llama, qwen2, qwen3, "
+            "mixtral, qwen2_moe, qwen3_moe)");
+  j["model_type"] = "mixtral";  // a dense config under an MoE type
+  j["num_local_experts"] = 0;
+  EXPECT_NE(parse_error(j).find("mixtral is a mixture of experts: needs num_experts > 0"),
+            std::string::npos);
   j = tiny();
   j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
   EXPECT_EQ(parse_error(j),

@@ -1,7 +1,9 @@
-// config.json parsing follows transformers' LlamaConfig / Qwen2Config: the same field names,
-// defaults and bias semantics, so a config means the same model here and there.
+// config.json parsing follows transformers' LlamaConfig / Qwen2Config / Qwen3Config and their MoE
+// siblings (MixtralConfig, Qwen2MoeConfig, Qwen3MoeConfig): the same field names, defaults and bias
+// semantics, so a config means the same model here and there.
 #include "streamrl/model/model_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <numbers>
@@ -74,6 +76,13 @@ class Fields {
     if (!v->is_boolean()) type_error(key, "true or false", *v);
     out = v->get<bool>();
   }
+  void read(const char* key, std::vector<int64_t>& out) const {
+    const json* v = find(key);
+    if (!v) return;
+    if (!v->is_array()) type_error(key, "a list of integers", *v);
+    out.clear();
+    for (const auto& x : *v) out.push_back(as_int(key, x));
+  }
   void read(const char* key, std::string& out) const {
     const json* v = find(key);
     if (!v) return;
@@ -139,11 +148,31 @@ void require_positive(const char* name, double value) {
   }
 }
 
+constexpr const char* kSupported = "llama, qwen2, qwen3, mixtral, qwen2_moe, qwen3_moe";
+
+bool known_type(const std::string& t) {
+  return t == "llama" || t == "qwen2" || t == "qwen3" || t == "mixtral" || t == "qwen2_moe" ||
+         t == "qwen3_moe";
+}
+bool moe_type(const std::string& t) {
+  return t == "mixtral" || t == "qwen2_moe" || t == "qwen3_moe";
+}
+// Qwen2 and Qwen2-MoE bias q/k/v and nothing else.
+bool qkv_bias_type(const std::string& t) { return t == "qwen2" || t == "qwen2_moe"; }
+
 }  // namespace
 
+bool ModelConfig::moe_layer(int64_t layer) const {
+  if (!is_moe()) return false;
+  if (std::find(mlp_only_layers.begin(), mlp_only_layers.end(), layer) != mlp_only_layers.end()) {
+    return false;
+  }
+  return (layer + 1) % decoder_sparse_step == 0;
+}
+
 void ModelConfig::validate() const {
-  if (model_type != "llama" && model_type != "qwen2") {
-    invalid("model_type '" + model_type + "' is not supported (supported: llama, qwen2)");
+  if (!known_type(model_type)) {
+    invalid("model_type '" + model_type + "' is not supported (supported: " + kSupported + ")");
   }
   require_positive("vocab_size", vocab_size);
   require_positive("hidden_size", hidden_size);
@@ -169,13 +198,16 @@ void ModelConfig::validate() const {
   if (hidden_act != "silu") {
     invalid("hidden_act '" + hidden_act + "' is not supported (only silu: the MLP is SwiGLU)");
   }
-  if (model_type == "qwen2" && !(attention_bias && !o_proj_bias && !mlp_bias)) {
-    invalid(
-        "qwen2 biases q/k/v only: needs attention_bias=true, o_proj_bias=false, "
-        "mlp_bias=false");
+  if (qkv_bias_type(model_type) && !(attention_bias && !o_proj_bias && !mlp_bias)) {
+    invalid(model_type +
+            " biases q/k/v only: needs attention_bias=true, o_proj_bias=false, "
+            "mlp_bias=false");
   }
-  if (model_type == "llama" && attention_bias != o_proj_bias) {
-    invalid("llama's attention_bias covers q/k/v and o_proj together, so attention_bias (" +
+  if (!qkv_bias_type(model_type) && model_type != "llama" && mlp_bias) {
+    invalid(model_type + " has no MLP bias: needs mlp_bias=false");
+  }
+  if (!qkv_bias_type(model_type) && attention_bias != o_proj_bias) {
+    invalid(model_type + "'s attention_bias covers q/k/v and o_proj together, so attention_bias (" +
             std::string(attention_bias ? "true" : "false") + ") and o_proj_bias (" +
             (o_proj_bias ? "true" : "false") + ") must agree");
   }
@@ -194,6 +226,32 @@ void ModelConfig::validate() const {
       invalid("rope_scaling.high_freq_factor (" + std::to_string(s.high_freq_factor) +
               ") must exceed low_freq_factor (" + std::to_string(s.low_freq_factor) + ")");
     }
+  }
+
+  if (moe_type(model_type) != is_moe()) {
+    invalid(model_type + (is_moe() ? " is dense: needs num_experts=0"
+                                   : " is a mixture of experts: needs num_experts > 0"));
+  }
+  if (is_moe()) {
+    require_positive("moe_intermediate_size", moe_intermediate_size);
+    require_positive("decoder_sparse_step", decoder_sparse_step);
+    if (num_experts_per_tok < 1 || num_experts_per_tok > num_experts) {
+      invalid("num_experts_per_tok (" + std::to_string(num_experts_per_tok) +
+              ") must be in 1..num_experts (" + std::to_string(num_experts) + ")");
+    }
+    if (shared_expert_intermediate_size < 0 ||
+        (shared_expert_intermediate_size > 0 && model_type != "qwen2_moe")) {
+      invalid("shared_expert_intermediate_size is for qwen2_moe only and must be >= 0");
+    }
+    for (int64_t l : mlp_only_layers) {
+      if (l < 0 || l >= num_hidden_layers) {
+        invalid("mlp_only_layers entry " + std::to_string(l) + " is not a layer (0.." +
+                std::to_string(num_hidden_layers - 1) + ")");
+      }
+    }
+  }
+  if (qk_norm != (model_type == "qwen3" || model_type == "qwen3_moe")) {
+    invalid("q/k RMSNorm (qk_norm) comes with qwen3 and qwen3_moe and with them only");
   }
 
   if (bos_token_id < -1)
@@ -235,7 +293,12 @@ std::vector<double> ModelConfig::rope_inv_freq() const {
 }
 
 std::string ModelConfig::architecture() const {
-  return model_type == "qwen2" ? "Qwen2ForCausalLM" : "LlamaForCausalLM";
+  if (model_type == "qwen2") return "Qwen2ForCausalLM";
+  if (model_type == "qwen3") return "Qwen3ForCausalLM";
+  if (model_type == "mixtral") return "MixtralForCausalLM";
+  if (model_type == "qwen2_moe") return "Qwen2MoeForCausalLM";
+  if (model_type == "qwen3_moe") return "Qwen3MoeForCausalLM";
+  return "LlamaForCausalLM";
 }
 
 ModelConfig parse_model_config(const json& j, const std::string& source_name) {
@@ -243,17 +306,12 @@ ModelConfig parse_model_config(const json& j, const std::string& source_name) {
   Fields f(j, source_name);
   ModelConfig c;
   f.read("model_type", c.model_type);
-  if (c.model_type == "qwen3") {
-    throw InputError(
-        source_name +
-        ": model_type 'qwen3' is not supported: Qwen3 adds RMSNorm on queries and "
-        "keys (q_norm/k_norm), which this transformer lacks (supported: llama, qwen2)");
-  }
-  if (c.model_type != "llama" && c.model_type != "qwen2") {
+  if (!known_type(c.model_type)) {
     throw InputError(source_name + ": model_type '" + c.model_type +
-                     "' is not supported (supported: llama, qwen2)");
+                     "' is not supported (supported: " + kSupported + ")");
   }
-  const bool qwen2 = c.model_type == "qwen2";
+  const std::string& type = c.model_type;
+  const bool qwen = type.starts_with("qwen");
 
   c.vocab_size = f.require_int("vocab_size");
   c.hidden_size = f.require_int("hidden_size");
@@ -272,7 +330,8 @@ ModelConfig parse_model_config(const json& j, const std::string& source_name) {
     }
     c.head_dim = c.hidden_size / c.num_attention_heads;
   }
-  if (qwen2) c.max_position_embeddings = 32768;
+  if (qwen) c.max_position_embeddings = 32768;
+  if (type == "mixtral") c.max_position_embeddings = 4096 * 32;
   f.read("max_position_embeddings", c.max_position_embeddings);
   f.read("rope_theta", c.rope_theta);
   if (const json* rs = f.find("rope_scaling")) c.rope_scaling = parse_rope_scaling(*rs, f);
@@ -283,18 +342,49 @@ ModelConfig parse_model_config(const json& j, const std::string& source_name) {
   // Newer transformers write "dtype" where older ones wrote "torch_dtype".
   f.read(f.find("torch_dtype") ? "torch_dtype" : "dtype", c.torch_dtype);
 
-  if (qwen2) {
-    c.attention_bias = true;
+  if (qwen) {
     bool sliding = false;
     f.read("use_sliding_window", sliding);
     if (sliding) {
       throw InputError(source_name +
                        ": use_sliding_window=true is not supported (attention is always full)");
     }
+  }
+  if (type == "mixtral" && f.find("sliding_window")) {
+    throw InputError(source_name +
+                     ": sliding_window is not supported (attention is always full); set it null");
+  }
+  if (qkv_bias_type(type)) {
+    c.attention_bias = true;
   } else {
     f.read("attention_bias", c.attention_bias);
     c.o_proj_bias = c.attention_bias;
-    f.read("mlp_bias", c.mlp_bias);
+    if (type == "llama") f.read("mlp_bias", c.mlp_bias);
+  }
+  c.qk_norm = type == "qwen3" || type == "qwen3_moe";
+
+  if (type == "mixtral") {
+    c.num_experts = 8, c.num_experts_per_tok = 2, c.norm_topk_prob = true;
+    f.read("num_local_experts", c.num_experts);
+    f.read("num_experts_per_tok", c.num_experts_per_tok);
+    c.moe_intermediate_size = c.intermediate_size;  // Mixtral's experts are its MLPs
+    f.read("router_aux_loss_coef", c.router_aux_loss_coef);
+  } else if (type == "qwen2_moe" || type == "qwen3_moe") {
+    // Qwen2MoeConfig / Qwen3MoeConfig defaults.
+    c.num_experts = type == "qwen2_moe" ? 60 : 128;
+    c.num_experts_per_tok = type == "qwen2_moe" ? 4 : 8;
+    c.moe_intermediate_size = type == "qwen2_moe" ? 1408 : 768;
+    if (type == "qwen2_moe") c.shared_expert_intermediate_size = 5632;
+    f.read("num_experts", c.num_experts);
+    f.read("num_experts_per_tok", c.num_experts_per_tok);
+    f.read("moe_intermediate_size", c.moe_intermediate_size);
+    f.read("norm_topk_prob", c.norm_topk_prob);
+    f.read("decoder_sparse_step", c.decoder_sparse_step);
+    f.read("mlp_only_layers", c.mlp_only_layers);
+    if (type == "qwen2_moe") {
+      f.read("shared_expert_intermediate_size", c.shared_expert_intermediate_size);
+    }
+    f.read("router_aux_loss_coef", c.router_aux_loss_coef);
   }
 
   f.read("bos_token_id", c.bos_token_id);
@@ -362,11 +452,28 @@ json to_json(const ModelConfig& c) {
                          {"original_max_position_embeddings", s.original_max_position_embeddings}};
   }
 
-  if (c.model_type == "qwen2") {
-    j["use_sliding_window"] = false;  // Qwen2's q/k/v bias is implied by the model type
-  } else {
-    j["attention_bias"] = c.attention_bias;
-    j["mlp_bias"] = c.mlp_bias;
+  const std::string& type = c.model_type;
+  if (type.starts_with("qwen")) j["use_sliding_window"] = false;
+  if (type == "mixtral") j["sliding_window"] = nullptr;
+  // Qwen2's q/k/v bias is implied by the model type.
+  if (!qkv_bias_type(type)) j["attention_bias"] = c.attention_bias;
+  if (type == "llama") j["mlp_bias"] = c.mlp_bias;
+  if (type == "mixtral") {
+    j["num_local_experts"] = c.num_experts;
+  } else if (c.is_moe()) {
+    j["num_experts"] = c.num_experts;
+    j["moe_intermediate_size"] = c.moe_intermediate_size;
+    j["norm_topk_prob"] = c.norm_topk_prob;
+    j["decoder_sparse_step"] = c.decoder_sparse_step;
+    j["mlp_only_layers"] = c.mlp_only_layers;
+    if (type == "qwen2_moe") {
+      j["shared_expert_intermediate_size"] = c.shared_expert_intermediate_size;
+    }
+  }
+  if (c.is_moe()) {
+    j["num_experts_per_tok"] = c.num_experts_per_tok;
+    j["router_aux_loss_coef"] = c.router_aux_loss_coef;
+    j["output_router_logits"] = false;
   }
   return j;
 }

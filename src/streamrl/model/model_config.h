@@ -1,6 +1,7 @@
-// The Hugging Face config.json of the Llama / Qwen2 model family (DESIGN.md §4): parsing,
-// validation and writing, so that a real HF checkpoint loads unchanged and ours load in
-// transformers. Holds architecture only; nothing here knows about training.
+// The Hugging Face config.json of the Llama / Qwen2 / Qwen3 model family and its mixture-of-experts
+// members Mixtral, Qwen2-MoE and Qwen3-MoE (DESIGN.md §4): parsing, validation and writing, so that
+// a real HF checkpoint loads unchanged and ours load in transformers. Holds architecture only;
+// nothing here knows about training.
 #pragma once
 
 #include <cstdint>
@@ -27,7 +28,8 @@ struct RopeScaling {
 // field to be absent; a config built in code must set the sizes (they default to 0, which
 // validate() rejects).
 struct ModelConfig {
-  std::string model_type = "llama";  // "llama" | "qwen2"
+  // "llama" | "qwen2" | "qwen3" | "mixtral" | "qwen2_moe" | "qwen3_moe"
+  std::string model_type = "llama";
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
   int64_t intermediate_size = 0;  // SwiGLU inner width
@@ -51,6 +53,20 @@ struct ModelConfig {
   std::vector<int64_t> eos_token_ids;   // config.json "eos_token_id": an id, a list, or null
   int64_t pad_token_id = -1;            // -1: none
   std::string torch_dtype = "float32";  // dtype of the stored weights; informational
+  bool qk_norm = false;  // Qwen3: RMSNorm over each head of q and k before RoPE (q_norm, k_norm)
+
+  // Mixture of experts (mixtral, qwen2_moe, qwen3_moe); num_experts 0 = every MLP dense.
+  int64_t num_experts = 0;            // mixtral: num_local_experts
+  int64_t num_experts_per_tok = 0;    // the checkpoint's k of top-k routing
+  int64_t moe_intermediate_size = 0;  // each expert's SwiGLU width (mixtral: intermediate_size)
+  bool norm_topk_prob = false;      // renormalise the chosen experts' probabilities (mixtral: yes)
+  int64_t decoder_sparse_step = 1;  // layer i is MoE when (i + 1) % step == 0 ...
+  std::vector<int64_t> mlp_only_layers;         // ... and i is not listed here (those are dense)
+  int64_t shared_expert_intermediate_size = 0;  // qwen2_moe: an always-on expert with a gate
+  double router_aux_loss_coef = 0.001;          // the checkpoint's load-balancing coefficient
+
+  bool is_moe() const { return num_experts > 0; }
+  bool moe_layer(int64_t layer) const;  // whether decoder layer `layer` has experts
 
   // Throws InputError on the first violated constraint, naming the field(s) and numbers: sizes
   // positive, heads divisible by KV heads, even head_dim (RoPE rotates pairs), silu activation,
@@ -62,15 +78,15 @@ struct ModelConfig {
   // rope_scaling applied (exactly transformers' computation, in double precision).
   std::vector<double> rope_inv_freq() const;
 
-  // The "architectures" entry transformers needs: "LlamaForCausalLM" or "Qwen2ForCausalLM".
+  // The "architectures" entry transformers needs, e.g. "LlamaForCausalLM", "MixtralForCausalLM".
   std::string architecture() const;
 
   bool operator==(const ModelConfig&) const = default;
 };
 
 // Parses config.json content. Unknown fields are ignored (real configs carry many); a missing
-// required size field, a field of the wrong JSON type, an unsupported model_type (e.g. "qwen3",
-// whose q/k RMSNorm the transformer lacks), rope_scaling or Qwen2 sliding window, and every
+// required size field, a field of the wrong JSON type, an unsupported model_type (e.g. "mistral"),
+// rope_scaling or sliding window, and every
 // validate() failure is an InputError starting with `source_name` and naming the field. A null
 // field counts as absent.
 ModelConfig parse_model_config(const nlohmann::json& json, const std::string& source_name);

@@ -57,7 +57,7 @@ Tensor attend(const Tensor& qg, const Tensor& keys, const Tensor& vals, const Te
 
 // One decoder block. Submodule and parameter names follow HF so named_parameters() are HF names.
 struct CausalLMImpl::Layer : torch::nn::Module {
-  Layer(const ModelConfig& c) {
+  Layer(const ModelConfig& c, int64_t index) {
     auto attn = register_module("self_attn", std::make_shared<torch::nn::Module>());
     const int64_t d = c.hidden_size, hd = c.head_dim;
     q_proj = attn->register_module("q_proj",
@@ -68,17 +68,29 @@ struct CausalLMImpl::Layer : torch::nn::Module {
                                    make_linear(d, c.num_key_value_heads * hd, c.attention_bias));
     o_proj =
         attn->register_module("o_proj", make_linear(c.num_attention_heads * hd, d, c.o_proj_bias));
-    auto mlp = register_module("mlp", std::make_shared<torch::nn::Module>());
-    gate_proj = mlp->register_module("gate_proj", make_linear(d, c.intermediate_size, c.mlp_bias));
-    up_proj = mlp->register_module("up_proj", make_linear(d, c.intermediate_size, c.mlp_bias));
-    down_proj = mlp->register_module("down_proj", make_linear(c.intermediate_size, d, c.mlp_bias));
+    if (c.qk_norm) {
+      attn->register_module("q_norm", param_holder(torch::ones({hd}), &q_norm));
+      attn->register_module("k_norm", param_holder(torch::ones({hd}), &k_norm));
+    }
+    if (c.moe_layer(index)) {
+      moe = register_module(MoeBlockImpl::module_name(c), MoeBlock(c));
+    } else {
+      auto mlp = register_module("mlp", std::make_shared<torch::nn::Module>());
+      gate_proj =
+          mlp->register_module("gate_proj", make_linear(d, c.intermediate_size, c.mlp_bias));
+      up_proj = mlp->register_module("up_proj", make_linear(d, c.intermediate_size, c.mlp_bias));
+      down_proj =
+          mlp->register_module("down_proj", make_linear(c.intermediate_size, d, c.mlp_bias));
+    }
     register_module("input_layernorm", param_holder(torch::ones({d}), &input_norm));
     register_module("post_attention_layernorm", param_holder(torch::ones({d}), &post_norm));
   }
 
   torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
-  torch::nn::Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
-  Tensor input_norm, post_norm;  // [D]
+  torch::nn::Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};  // dense layers
+  MoeBlock moe{nullptr};                                                       // MoE layers
+  Tensor input_norm, post_norm;                                                // [D]
+  Tensor q_norm, k_norm;  // [head_dim], Qwen3 only
 };
 
 // Where the inference path stores new keys/values: flat (slot, position) pairs of valid tokens and
@@ -99,7 +111,7 @@ CausalLMImpl::CausalLMImpl(const ModelConfig& config, uint64_t seed) : config_(c
       backbone->register_module("embed_tokens", torch::nn::Embedding(c.vocab_size, c.hidden_size));
   auto list = backbone->register_module("layers", torch::nn::ModuleList());
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
-    layers_.push_back(std::make_shared<Layer>(c));
+    layers_.push_back(std::make_shared<Layer>(c, i));
     list->push_back(layers_.back());
   }
   backbone->register_module("norm", param_holder(torch::ones({c.hidden_size}), &final_norm_));
@@ -113,7 +125,10 @@ CausalLMImpl::CausalLMImpl(const ModelConfig& config, uint64_t seed) : config_(c
   torch::NoGradGuard no_grad;
   for (auto& p : named_parameters()) {
     const std::string& name = p.key();
-    if (name.ends_with("layernorm.weight") || name == "model.norm.weight") continue;
+    if (name.ends_with("layernorm.weight") || name.ends_with("_norm.weight") ||
+        name == "model.norm.weight") {
+      continue;
+    }
     if (p.value().dim() == 1) {
       p.value().zero_();
     } else {
@@ -131,7 +146,8 @@ CausalLMImpl::CausalLMImpl(const ModelConfig& config, uint64_t seed) : config_(c
 }
 
 Tensor CausalLMImpl::run(const Tensor& tokens, const Tensor& positions, const Tensor& mask,
-                         KVCache* cache, const KvWrite* write) {
+                         KVCache* cache, const KvWrite* write,
+                         std::vector<MoeLayerTrace>* moe_traces) {
   const ModelConfig& c = config_;
   const int64_t B = tokens.size(0), T = tokens.size(1);
   const int64_t H = c.num_attention_heads, Hkv = c.num_key_value_heads, hd = c.head_dim;
@@ -151,6 +167,10 @@ Tensor CausalLMImpl::run(const Tensor& tokens, const Tensor& positions, const Te
     Tensor q = layer.q_proj->forward(x).view({B, T, H, hd});
     Tensor k = layer.k_proj->forward(x).view({B, T, Hkv, hd});
     Tensor v = layer.v_proj->forward(x).view({B, T, Hkv, hd});
+    if (layer.q_norm.defined()) {  // Qwen3: per-head RMSNorm before RoPE
+      q = rms_norm(q, layer.q_norm, c.rms_norm_eps);
+      k = rms_norm(k, layer.k_norm, c.rms_norm_eps);
+    }
     q = apply_rope(q, cos, sin);
     k = apply_rope(k, cos, sin);
 
@@ -184,8 +204,15 @@ Tensor CausalLMImpl::run(const Tensor& tokens, const Tensor& positions, const Te
     h = h + layer.o_proj->forward(attn);
 
     Tensor y = rms_norm(h, layer.post_norm, c.rms_norm_eps);
-    Tensor mlp = layer.down_proj->forward(torch::silu(layer.gate_proj->forward(y)) *
-                                          layer.up_proj->forward(y));
+    Tensor mlp;
+    if (layer.moe) {
+      MoeLayerTrace* trace = nullptr;
+      if (moe_traces) trace = &moe_traces->emplace_back();
+      mlp = layer.moe->forward(y.reshape({B * T, -1}), gating_, trace).view(y.sizes());
+    } else {
+      mlp = layer.down_proj->forward(torch::silu(layer.gate_proj->forward(y)) *
+                                     layer.up_proj->forward(y));
+    }
     h = h + mlp;
   }
   return rms_norm(h, final_norm_, c.rms_norm_eps);
@@ -212,7 +239,8 @@ ScoreOutput CausalLMImpl::score(const Tensor& tokens, const Tensor& valid,
   allowed = allowed | torch::eye(T, valid_b.options()).unsqueeze(0);
   Tensor mask = torch::zeros(allowed.sizes(), torch::kFloat32).masked_fill_(~allowed, kMasked);
 
-  Tensor hidden = run(tokens, positions, mask, nullptr, nullptr);
+  std::vector<MoeLayerTrace> traces;
+  Tensor hidden = run(tokens, positions, mask, nullptr, nullptr, &traces);
   Tensor logits = output_logits(hidden);  // [B, T, V]; position t predicts token t+1
   TORCH_CHECK(options.temperature > 0, "score: temperature must be > 0, got ", options.temperature);
   Tensor shifted = logits.narrow(1, 0, T - 1);
@@ -230,6 +258,7 @@ ScoreOutput CausalLMImpl::score(const Tensor& tokens, const Tensor& valid,
     out.entropy = torch::cat({torch::zeros({tokens.size(0), 1}, ent.options()), ent}, 1);
   }
   if (options.return_logits) out.logits = logits;
+  if (config_.is_moe()) out.moe = moe_aux_losses(traces, valid_b, config_.num_experts);
   return out;
 }
 

@@ -1,12 +1,16 @@
-// Decoder-only transformer of the Llama / Qwen2 family (RMSNorm, RoPE, SwiGLU, grouped-query
-// attention, optional QKV bias, optional tied embeddings), with two execution paths that must
-// agree: `score` (training: padded batch -> per-token log-probs, differentiable) and
+// Decoder-only transformer of the Llama / Qwen2 / Qwen3 family (RMSNorm, RoPE, SwiGLU,
+// grouped-query attention, optional QKV bias and q/k norm, optional tied embeddings) and its
+// mixture-of-experts members (Mixtral, Qwen2-MoE, Qwen3-MoE; model/moe.h), with two execution paths
+// that must agree: `score` (training: padded batch -> per-token log-probs, differentiable) and
 // `forward_cached` (inference: prefill or decode through a KV cache). Knows nothing about RL.
 #pragma once
 
 #include <torch/torch.h>
 
+#include <optional>
+
 #include "streamrl/model/model_config.h"
+#include "streamrl/model/moe.h"
 
 namespace streamrl::model {
 
@@ -26,11 +30,13 @@ struct ScoreOutput {
                            // valid token of a row and at padding
   torch::Tensor entropy;   // [B, T] entropy of p(. | tokens[b,<t]) at the same places, if asked
   torch::Tensor logits;    // [B, T, V] logits predicting position t+1 from position t, if asked
+  std::optional<MoeAuxLosses> moe;  // MoE models: router losses over the valid tokens
 };
 
 // HF parameter names come from the module tree: model.embed_tokens.weight,
-// model.layers.{i}.self_attn.{q,k,v,o}_proj.{weight,bias}, model.layers.{i}.mlp.{gate,up,down}_proj
-// .weight, model.layers.{i}.{input,post_attention}_layernorm.weight, model.norm.weight,
+// model.layers.{i}.self_attn.{q,k,v,o}_proj.{weight,bias}, model.layers.{i}.self_attn.{q,k}_norm
+// .weight (Qwen3), model.layers.{i}.mlp.{gate,up,down}_proj.weight (dense layers; MoE layers as in
+// model/moe.h), model.layers.{i}.{input,post_attention}_layernorm.weight, model.norm.weight,
 // lm_head.weight (absent when embeddings are tied).
 class CausalLMImpl : public torch::nn::Module {
  public:
@@ -39,6 +45,10 @@ class CausalLMImpl : public torch::nn::Module {
   CausalLMImpl(const ModelConfig& config, uint64_t seed = 0);
 
   const ModelConfig& config() const { return config_; }
+
+  // How MoE layers route tokens in both paths (default: the checkpoint's top-k). No-op when dense.
+  void set_gating(const GatingConfig& gating) { gating_ = gating; }
+  const GatingConfig& gating() const { return gating_; }
 
   // Training path. tokens [B, T] int64, valid [B, T] bool (any padding pattern: left, right or
   // both; valid tokens of a row are one contiguous causal sequence). Differentiable.
@@ -63,10 +73,12 @@ class CausalLMImpl : public torch::nn::Module {
   struct Layer;
   struct KvWrite;
   torch::Tensor run(const torch::Tensor& tokens, const torch::Tensor& positions,
-                    const torch::Tensor& mask, KVCache* cache, const KvWrite* write);
+                    const torch::Tensor& mask, KVCache* cache, const KvWrite* write,
+                    std::vector<MoeLayerTrace>* moe_traces = nullptr);
   torch::Tensor output_logits(const torch::Tensor& hidden);
 
   ModelConfig config_;
+  GatingConfig gating_;
   torch::nn::Embedding embed_tokens_{nullptr};
   std::vector<std::shared_ptr<Layer>> layers_;
   torch::Tensor final_norm_;

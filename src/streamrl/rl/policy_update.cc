@@ -140,6 +140,14 @@ void PolicyStep::run_micro_batch(const std::vector<const ScoredSample*>& rows) {
     optimizer_.zero_grad();
     throw RuntimeFailure("policy loss is not finite (" + std::to_string(lo.metrics.loss) + ")");
   }
+  if (out.moe && (moe_.aux_loss_coef > 0 || moe_.z_loss_coef > 0)) {
+    // Each term is a sum that finish() divides by the global count, so the router loss (a mean
+    // over this micro-batch's tokens) is weighted by the micro-batch's share of that count.
+    const double weight = loss_.loss_agg == LossAggMode::kTokenMean
+                              ? static_cast<double>(seq.num_completion_tokens)
+                              : static_cast<double>(rows.size());
+    lo.loss = lo.loss + moe_.loss(out.moe) * weight;
+  }
   lo.loss.backward();
   result_.metrics.merge(lo.metrics);
   result_.micro_batches += 1;

@@ -84,6 +84,9 @@ class PolicyStep : public TrainerStep {
   // take on all the samples. The metrics' maxima (ratio_max, tis_weight_max) stay this rank's.
   void set_process_group(dist::ProcessGroup* group) { group_ = group; }
 
+  // MoE policies: the router losses model.moe asks for join the loss, weighted like its terms.
+  void set_moe(const model::MoeOptions& moe) { moe_ = moe; }
+
   // Records each micro-batch as a span on `track` of `trace` (null: none).
   void set_trace(telemetry::Trace* trace, int track) { trace_ = trace, trace_track_ = track; }
 
@@ -94,6 +97,7 @@ class PolicyStep : public TrainerStep {
   model::CausalLM& model_;
   torch::optim::Optimizer& optimizer_;
   RlLossConfig loss_;
+  model::MoeOptions moe_;
   UpdateConfig config_;
   std::vector<ScoredSample> buffer_;
   int64_t buffered_tokens_ = 0;  // prompt + output tokens in buffer_

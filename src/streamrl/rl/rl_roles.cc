@@ -41,7 +41,11 @@ RlRoles RlRoles::set_up(const RlRunConfig& c) {
   r.tokenizer = tokenizer::load_tokenizer(c.init_from);
   r.prompts.emplace(PromptEncoder::for_task(*r.tokenizer, c.init_from, *r.task));
   r.policy = model::load_model(c.init_from);
-  if (c.loss.kl.coef > 0) r.reference.emplace(model::load_model(c.init_from));
+  r.policy->set_gating(c.moe.gating);
+  if (c.loss.kl.coef > 0) {
+    r.reference.emplace(model::load_model(c.init_from));
+    (*r.reference)->set_gating(c.moe.gating);
+  }
   r.optimizer = make_adamw(*r.policy, c.optim);
 
   // Rank 0 alone reads the run directory (another rank may be on another host, with a run

@@ -110,6 +110,7 @@ nlohmann::json run_rl(const RlRunConfig& c, const std::string& resolved_config_y
     auto step = std::make_unique<PolicyStep>(roles.policy, *roles.optimizer, c.loss, c.update);
     step->set_trace(out.trace, trainer_track(roles.rank));
     step->set_process_group(roles.group.get());
+    step->set_moe(c.moe);
     return step;
   };
   RlLoop loop(c, *roles.task, *roles.prompts, roles.policy, roles.reference, new_step, out.trace,

@@ -58,6 +58,7 @@ struct RlRunConfig {
   // `sgs.urls`: `streamrl serve` instances (started from policy.init_from) that generate instead
   // of in-process ones, in the dedicated modes; sgs.instances/threads/dispatch then do not apply.
   std::vector<std::string> sgs_urls;
+  model::MoeOptions moe;  // model.moe: MoE routing and router losses (dense policies ignore it)
   // Their timeouts: sgs.connect_timeout_s, stream_idle_timeout_s, weight_timeout_s,
   // health_timeout_s, health_interval_s (dist::RemoteSgsOptions).
   dist::RemoteSgsOptions sgs_remote;

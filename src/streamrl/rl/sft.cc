@@ -28,6 +28,7 @@ SftConfig SftConfig::from_config(const core::Config& root) {
   model.get("config", c.model_config);
   model.get("tokenizer", c.tokenizer);
   model.get("init_from", c.init_from);
+  c.moe.read(model.section("moe"));
   c.data.read(root.section("data"));
   core::Config train = root.section("train");
   train.get("steps", c.steps);
@@ -70,6 +71,7 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
     lm.emplace(model::CausalLM(mc, c.run.seed));
   }
   model::CausalLM& model = *lm;
+  model->set_gating(c.moe.gating);
   const PromptEncoder encoder = PromptEncoder::for_task(*tok, c.init_from, task);
   auto optimizer = make_adamw(*model, c.optim);
   const int64_t max_len = model->config().max_position_embeddings;
@@ -133,8 +135,10 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
       for (size_t i : micro) mp.push_back(prompts[i]), mc.push_back(completions[i]);
       SequenceBatch batch = make_sequence_batch(mp, mc);
       auto out = model->score(batch.tokens, batch.valid);
-      auto loss = -(out.logprobs * batch.completion).sum() /
-                  static_cast<double>(std::max<int64_t>(1, total_tokens));
+      const double total = static_cast<double>(std::max<int64_t>(1, total_tokens));
+      // The router losses are means over the micro-batch: weighted by its share of the tokens.
+      auto loss = -(out.logprobs * batch.completion).sum() / total +
+                  c.moe.loss(out.moe) * (batch.completion.sum().item<double>() / total);
       loss.backward();
       loss_value += loss.item<double>();
     }

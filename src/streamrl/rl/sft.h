@@ -8,6 +8,7 @@
 #include <string>
 
 #include "streamrl/core/config.h"
+#include "streamrl/model/moe.h"
 #include "streamrl/rl/evaluate.h"
 #include "streamrl/rl/optim.h"
 #include "streamrl/rl/run_options.h"
@@ -20,6 +21,7 @@ struct SftConfig {
   std::string model_config = "configs/model/tiny.json";
   std::string tokenizer = "char";
   std::string init_from;
+  model::MoeOptions moe;  // model.moe: MoE routing and router losses (dense models ignore it)
   DataOptions data;
   // training
   int steps = 1000;

@@ -34,6 +34,7 @@ InstancePool::InstancePool(model::CausalLM& model, const PoolConfig& config, Sam
     auto inst = std::make_unique<Instance>();
     inst->index = k;
     model::CausalLM copy(model->config());
+    copy->set_gating(model->gating());
     model::load_weights(copy, weights, "sgs pool copy");
     copy->eval();
     engine::EngineConfig ec = config_.engine;

@@ -1,0 +1,221 @@
+#include "streamrl/model/moe.h"
+
+#include "streamrl/core/errors.h"
+
+namespace streamrl::model {
+namespace {
+
+using torch::Tensor;
+
+torch::nn::Linear linear(int64_t in, int64_t out) {
+  return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false));
+}
+
+}  // namespace
+
+Gating parse_gating(const std::string& name) {
+  if (name == "topk") return Gating::kTopK;
+  if (name == "top1") return Gating::kTop1;
+  if (name == "adaptive") return Gating::kAdaptive;
+  throw InputError("gating '" + name + "' is not one of topk, top1, adaptive");
+}
+
+std::string gating_name(Gating g) {
+  switch (g) {
+    case Gating::kTopK:
+      return "topk";
+    case Gating::kTop1:
+      return "top1";
+    case Gating::kAdaptive:
+      return "adaptive";
+  }
+  return "?";
+}
+
+Routing route(const Tensor& probs, int64_t k, bool normalise, const GatingConfig& gating) {
+  const int64_t E = probs.size(-1);
+  const int64_t K = gating.kind == Gating::kTopK ? k : gating.kind == Gating::kTop1 ? 1 : 2;
+  TORCH_CHECK(K >= 1 && K <= E, "route: ", K, " experts per token out of ", E);
+  auto [top_p, top_e] = probs.topk(K, -1);  // descending
+  Routing r;
+  r.expert = top_e;
+  r.used = torch::ones_like(top_e, torch::kBool);
+  if (gating.kind == Gating::kAdaptive) {
+    // Ambiguous tokens (a small normalised gap between the top two) take both experts.
+    Tensor p1 = top_p.select(1, 0), p2 = top_p.select(1, 1);
+    Tensor two = (p1 - p2) / (p1 + p2) <= gating.threshold;
+    r.used.select(1, 1).copy_(two);
+  }
+  Tensor w = top_p.masked_fill(~r.used, 0.0);
+  if (normalise) w = w / w.sum(-1, /*keepdim=*/true);
+  r.weight = w;
+  return r;
+}
+
+Tensor MoeBlockImpl::Expert::forward(const Tensor& x) {
+  return down->forward(torch::silu(gate->forward(x)) * up->forward(x));
+}
+
+std::string MoeBlockImpl::module_name(const ModelConfig& c) {
+  return c.model_type == "mixtral" ? "block_sparse_moe" : "mlp";
+}
+
+MoeBlockImpl::MoeBlockImpl(const ModelConfig& c)
+    : k_(c.num_experts_per_tok), normalise_(c.norm_topk_prob) {
+  const int64_t d = c.hidden_size, f = c.moe_intermediate_size;
+  const bool mixtral = c.model_type == "mixtral";
+  router_ = register_module("gate", linear(d, c.num_experts));
+  auto list = register_module("experts", torch::nn::ModuleList());
+  for (int64_t i = 0; i < c.num_experts; ++i) {
+    auto m = std::make_shared<torch::nn::Module>();
+    Expert e;
+    // Mixtral: w1 gate, w3 up, w2 down.
+    e.gate = m->register_module(mixtral ? "w1" : "gate_proj", linear(d, f));
+    e.up = m->register_module(mixtral ? "w3" : "up_proj", linear(d, f));
+    e.down = m->register_module(mixtral ? "w2" : "down_proj", linear(f, d));
+    list->push_back(m);
+    experts_.push_back(e);
+  }
+  if (c.shared_expert_intermediate_size > 0) {
+    const int64_t s = c.shared_expert_intermediate_size;
+    auto m = register_module("shared_expert", std::make_shared<torch::nn::Module>());
+    shared_expert_.gate = m->register_module("gate_proj", linear(d, s));
+    shared_expert_.up = m->register_module("up_proj", linear(d, s));
+    shared_expert_.down = m->register_module("down_proj", linear(s, d));
+    shared_gate_ = register_module("shared_expert_gate", linear(d, 1));
+  }
+}
+
+Routing MoeBlockImpl::route_tokens(const Tensor& x, MoeLayerTrace* trace) {
+  Tensor logits = router_->forward(x);
+  Tensor probs = torch::softmax(logits.to(torch::kFloat32), -1);
+  // Routing decisions are not differentiated; the combine weights are (through probs).
+  Routing r;
+  {
+    torch::NoGradGuard no_grad;
+    r = route(probs.detach(), k_, normalise_, gating_);
+  }
+  Tensor chosen = probs.gather(1, r.expert).masked_fill(~r.used, 0.0);
+  r.weight = normalise_ ? chosen / chosen.sum(-1, /*keepdim=*/true) : chosen;
+  if (trace) *trace = MoeLayerTrace{logits, probs, r};
+  return r;
+}
+
+Tensor MoeBlockImpl::shared(const Tensor& x) {
+  if (!shared_gate_) return Tensor();
+  return shared_expert_.forward(x) * torch::sigmoid(shared_gate_->forward(x));
+}
+
+Tensor MoeBlockImpl::forward(const Tensor& x, const GatingConfig& gating, MoeLayerTrace* trace) {
+  gating_ = gating;
+  const int64_t N = x.size(0), K = [&] {
+    return gating.kind == Gating::kTopK ? k_ : gating.kind == Gating::kTop1 ? 1 : 2;
+  }();
+  const Routing r = route_tokens(x, trace);
+  // The used (token, expert) pairs, sorted by expert: each expert's tokens are one slice.
+  Tensor token = torch::arange(N, torch::kLong).repeat_interleave(K);
+  Tensor used = r.used.reshape({-1});
+  Tensor pick = used.nonzero().squeeze(1);
+  Tensor expert = r.expert.reshape({-1}).index_select(0, pick);
+  token = token.index_select(0, pick);
+  Tensor weight = r.weight.reshape({-1}).index_select(0, pick);
+  Tensor order = expert.argsort();
+  token = token.index_select(0, order);
+  weight = weight.index_select(0, order);
+  const Tensor counts = torch::bincount(expert, {}, static_cast<int64_t>(experts_.size()));
+  const int64_t* count = counts.data_ptr<int64_t>();
+
+  Tensor out = torch::zeros_like(x);
+  int64_t offset = 0;
+  for (size_t e = 0; e < experts_.size(); ++e) {
+    const int64_t n = count[e];
+    if (n == 0) continue;
+    Tensor idx = token.narrow(0, offset, n);
+    Tensor y = experts_[e].forward(x.index_select(0, idx)) *
+               weight.narrow(0, offset, n).unsqueeze(1).to(x.scalar_type());
+    out = out.index_add(0, idx, y);
+    offset += n;
+  }
+  if (Tensor s = shared(x); s.defined()) out = out + s;
+  return out;
+}
+
+Tensor MoeBlockImpl::forward_dense_reference(const Tensor& x, const GatingConfig& gating) {
+  gating_ = gating;
+  const Routing r = route_tokens(x, nullptr);
+  // [N, E] combine weights, zero for experts a token does not use.
+  Tensor w = torch::zeros({x.size(0), static_cast<int64_t>(experts_.size())}, torch::kFloat32)
+                 .scatter_add(1, r.expert, r.weight);
+  Tensor out = torch::zeros_like(x);
+  for (size_t e = 0; e < experts_.size(); ++e) {
+    out = out + experts_[e].forward(x) * w.select(1, static_cast<int64_t>(e)).unsqueeze(1);
+  }
+  if (Tensor s = shared(x); s.defined()) out = out + s;
+  return out;
+}
+
+MoeAuxLosses moe_aux_losses(const std::vector<MoeLayerTrace>& traces, const Tensor& valid,
+                            int64_t num_experts) {
+  MoeAuxLosses a;
+  a.load_balance = torch::zeros({});
+  a.load_balance_top1 = torch::zeros({});
+  a.z_loss = torch::zeros({});
+  const Tensor rows = valid.reshape({-1}).nonzero().squeeze(1);
+  const double n = std::max<int64_t>(1, rows.size(0));
+  for (const auto& t : traces) {
+    const Tensor probs = t.probs.index_select(0, rows);
+    const Tensor experts = t.routing.expert.index_select(0, rows);
+    const Tensor used = t.routing.used.index_select(0, rows);
+    const Tensor mean_prob = probs.sum(0) / n;  // P_e
+    // f_e: share of the token-expert assignments (all chosen experts), and of top-1 choices.
+    Tensor assigned =
+        torch::zeros({num_experts})
+            .index_add(0, experts.masked_select(used), torch::ones({used.sum().item<int64_t>()}));
+    Tensor top1 = torch::zeros({num_experts})
+                      .index_add(0, experts.select(1, 0), torch::ones({experts.size(0)}));
+    a.load_balance = a.load_balance + num_experts * (assigned / n * mean_prob).sum();
+    a.load_balance_top1 = a.load_balance_top1 + num_experts * (top1 / n * mean_prob).sum();
+    const Tensor lse = torch::logsumexp(t.logits.index_select(0, rows).to(torch::kFloat32), -1);
+    a.z_loss = a.z_loss + lse.square().sum() / n;
+    a.two_expert_share.push_back((used.sum(1) >= 2).sum().item<double>() / n);
+  }
+  return a;
+}
+
+void MoeOptions::read(const core::Config& section) {
+  std::string gating_text = gating_name(gating.kind), aux = aux_top1_only ? "top1" : "switch";
+  section.get("gating", gating_text);
+  section.get("threshold", gating.threshold);
+  section.get("aux_loss", aux);
+  section.get("aux_loss_coef", aux_loss_coef);
+  section.get("z_loss_coef", z_loss_coef);
+  const std::string key = section.prefix().empty() ? "" : section.prefix() + ".";
+  const std::string at = "config key '" + key;
+  try {
+    gating.kind = parse_gating(gating_text);
+  } catch (const InputError& e) {
+    throw InputError(at + "gating': " + e.what());
+  }
+  if (aux != "switch" && aux != "top1") {
+    throw InputError(at + "aux_loss': '" + aux + "' is not one of switch, top1");
+  }
+  aux_top1_only = aux == "top1";
+  if (!(gating.threshold >= 0 && gating.threshold <= 1)) {
+    throw InputError(at + "threshold' must be in [0, 1]");
+  }
+  if (!(aux_loss_coef >= 0) || !(z_loss_coef >= 0)) {
+    throw InputError(at + "aux_loss_coef' and '" + key + "z_loss_coef' must be >= 0");
+  }
+}
+
+Tensor MoeOptions::loss(const std::optional<MoeAuxLosses>& aux) const {
+  Tensor total = torch::zeros({});
+  if (!aux) return total;
+  if (aux_loss_coef > 0) {
+    total = total + aux_loss_coef * (aux_top1_only ? aux->load_balance_top1 : aux->load_balance);
+  }
+  if (z_loss_coef > 0) total = total + z_loss_coef * aux->z_loss;
+  return total;
+}
+
+}  // namespace streamrl::model

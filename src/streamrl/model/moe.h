@@ -1,0 +1,113 @@
+// Mixture-of-experts MLP blocks in the Hugging Face layouts of Mixtral, Qwen2-MoE and Qwen3-MoE:
+// a router, SwiGLU experts computed on their routed tokens only (tokens grouped by expert, one GEMM
+// chain per expert, scattered back weighted), Qwen2-MoE's gated shared expert, and the gating
+// rules: the checkpoint's top-k, top-1, and adaptive gating (Li et al., 2310.07188: a token goes to
+// its top-1 expert alone when its normalised top-2 gap exceeds a threshold, else to both).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "streamrl/core/config.h"
+#include "streamrl/model/model_config.h"
+
+namespace streamrl::model {
+
+enum class Gating { kTopK, kTop1, kAdaptive };
+
+struct GatingConfig {
+  Gating kind = Gating::kTopK;  // kTopK uses the checkpoint's num_experts_per_tok
+  double threshold = 0.1;       // adaptive: top-1 alone when (p1 - p2) / (p1 + p2) > threshold
+};
+
+// Parses "topk" | "top1" | "adaptive"; InputError naming the accepted spellings otherwise.
+Gating parse_gating(const std::string& name);
+std::string gating_name(Gating g);
+
+// Which experts each token goes to, with what weight.
+struct Routing {
+  torch::Tensor expert;  // [N, K] int64 expert ids, K = the most experts any token may use
+  torch::Tensor weight;  // [N, K] float combine weights; 0 where a slot is unused
+  torch::Tensor used;    // [N, K] bool
+};
+
+// Routes N tokens given router probabilities [N, E] (softmax of the logits): the top-k (k from
+// the config, or 1 for top-1, or 1-2 for adaptive), weights renormalised over the chosen experts
+// when `normalise` (norm_topk_prob), else the raw probabilities.
+Routing route(const torch::Tensor& probs, int64_t k, bool normalise, const GatingConfig& gating);
+
+// What one MoE layer did to a batch, for auxiliary losses and statistics.
+struct MoeLayerTrace {
+  torch::Tensor logits;  // [N, E] router logits (differentiable)
+  torch::Tensor probs;   // [N, E] their softmax
+  Routing routing;
+};
+
+// One MoE MLP block. Submodule names follow the model type's HF layout, so named_parameters() are
+// HF names: mixtral block_sparse_moe.{gate, experts.{i}.w1/w2/w3}; qwen2_moe/qwen3_moe
+// mlp.{gate, experts.{i}.{gate,up,down}_proj}, plus qwen2_moe's shared_expert.{gate,up,down}_proj
+// and shared_expert_gate.
+class MoeBlockImpl : public torch::nn::Module {
+ public:
+  explicit MoeBlockImpl(const ModelConfig& config);
+
+  // x [N, D] -> [N, D]. Records the routing in `trace` when given.
+  torch::Tensor forward(const torch::Tensor& x, const GatingConfig& gating,
+                        MoeLayerTrace* trace = nullptr);
+
+  // The same output by running every expert on every token and weighting by the routing: the
+  // reference the grouped computation must equal (tests).
+  torch::Tensor forward_dense_reference(const torch::Tensor& x, const GatingConfig& gating);
+
+  // The name this block takes in its decoder layer: "block_sparse_moe" or "mlp".
+  static std::string module_name(const ModelConfig& config);
+
+ private:
+  struct Expert {
+    torch::nn::Linear gate{nullptr}, up{nullptr}, down{nullptr};
+    torch::Tensor forward(const torch::Tensor& x);
+  };
+  Routing route_tokens(const torch::Tensor& x, MoeLayerTrace* trace);
+  torch::Tensor shared(const torch::Tensor& x);
+
+  int64_t k_;
+  bool normalise_;
+  GatingConfig gating_;  // of the current forward
+  torch::nn::Linear router_{nullptr};
+  std::vector<Expert> experts_;
+  Expert shared_expert_;
+  torch::nn::Linear shared_gate_{nullptr};
+};
+TORCH_MODULE(MoeBlock);
+
+// Auxiliary losses over the tokens of `traces` whose `valid` [N] is true, summed over layers:
+// the Switch/Mixtral load-balancing loss E * sum_e f_e * P_e (f_e: share of token-expert
+// assignments, P_e: mean router probability), the adaptive-gating paper's top-1-only form (f_e over
+// top-1 choices only), and the router z-loss mean(logsumexp(logits)^2).
+struct MoeAuxLosses {
+  torch::Tensor load_balance;       // Switch/Mixtral form
+  torch::Tensor load_balance_top1;  // the adaptive-gating paper's form
+  torch::Tensor z_loss;
+  std::vector<double> two_expert_share;  // per MoE layer: share of tokens that used two or more
+};
+MoeAuxLosses moe_aux_losses(const std::vector<MoeLayerTrace>& traces, const torch::Tensor& valid,
+                            int64_t num_experts);
+
+// The `model.moe` config section of sft and train: how MoE layers route (both in training and in
+// generation) and which router losses training adds. Ignored for dense models.
+struct MoeOptions {
+  GatingConfig gating;
+  bool aux_top1_only = false;  // aux_loss: "switch" (all assignments) or "top1" (the paper's)
+  double aux_loss_coef = 0;    // load-balancing coefficient (Mixtral trains with 0.02)
+  double z_loss_coef = 0;      // router z-loss coefficient (ST-MoE uses 0.001)
+
+  // Reads gating, threshold, aux_loss, aux_loss_coef and z_loss_coef; InputError naming the key.
+  void read(const core::Config& section);
+  // The coefficient-weighted router loss of one forward: a 0-dim tensor, 0 when dense or off.
+  torch::Tensor loss(const std::optional<MoeAuxLosses>& aux) const;
+};
+
+}  // namespace streamrl::model
