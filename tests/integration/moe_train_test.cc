@@ -1,6 +1,6 @@
 // An MoE policy (tests/data/tiny_moe.json, Qwen3-MoE layout, 8 experts) through the whole stack:
 // SFT with adaptive gating and router losses, then stream-mode RL whose SGS engine routes the same
-// way, resumable like a dense run.
+// way, its routing compared with the trainer's and, with routing replay, followed by it.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -47,9 +47,27 @@ TEST(MoeTrain, SftThenStreamRlWithAdaptiveGatingAndRouterLosses) {
     if (!j.contains("grad_norm")) continue;
     ++iterations;
     grad += j["grad_norm"].get<double>();
+    // The local SGS records the engine's routing; the trainer compares its own with it.
+    ASSERT_TRUE(j.contains("moe")) << j.dump();
+    const double mismatch = j["moe"]["routing_mismatch"].get<double>();
+    EXPECT_GE(mismatch, 0.0);
+    EXPECT_LE(mismatch, 1.0);
+    EXPECT_EQ(j["moe"]["two_expert_share"].size(), 2u);
   }
   EXPECT_EQ(iterations, 3);
   EXPECT_GT(grad, 0.0);
+
+  // With routing replay the trainer follows the engine's experts.
+  auto replay = run_streamrl(
+      {"train", "--config", dir + "/rl.yaml", "run.name=replay", "algo.moe_routing_replay=true"});
+  ASSERT_EQ(replay.exit_code, 0) << replay.output;
+  std::ifstream replay_metrics(dir + "/runs/replay/metrics.jsonl");
+  int replayed = 0;
+  for (std::string line; std::getline(replay_metrics, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.contains("moe")) replayed += j["moe"]["routing_replay"].get<bool>();
+  }
+  EXPECT_EQ(replayed, 3);
 
   // A misspelt gating is one line naming the key.
   auto bad = run_streamrl({"train", "--config", dir + "/rl.yaml", "model.moe.gating=top3"});

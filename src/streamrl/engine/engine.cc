@@ -301,10 +301,13 @@ void Engine::forward_and_sample(size_t first_new) {
   if (tokens.empty()) return;
   const double t0 = now_s();
   const int64_t N = static_cast<int64_t>(tokens.size());
-  torch::Tensor logits = model_->forward_cached(torch::tensor(tokens, torch::kLong).view({N, 1}),
-                                                torch::tensor(positions, torch::kLong).view({N, 1}),
-                                                torch::ones({N, 1}, torch::kBool),
-                                                torch::tensor(slots, torch::kLong), cache_);
+  std::vector<torch::Tensor> routing;
+  const bool record = config_.record_routing && model_->config().is_moe();
+  torch::Tensor logits = model_->forward_cached(
+      torch::tensor(tokens, torch::kLong).view({N, 1}),
+      torch::tensor(positions, torch::kLong).view({N, 1}), torch::ones({N, 1}, torch::kBool),
+      torch::tensor(slots, torch::kLong), cache_, record ? &routing : nullptr);
+  if (record) record_routing(routing, logit_row, first_new);
   for (const auto& [o, f] : shared) {
     cache_.copy_prefix(running_[o]->slot, running_[f]->slot, running_[o]->sample.prompt_ids.size());
   }
@@ -344,6 +347,22 @@ void Engine::forward_and_sample(size_t first_new) {
   }
   std::lock_guard<std::mutex> lock(mu_);
   stats_.generated_tokens += static_cast<int64_t>(running_.size());
+}
+
+void Engine::record_routing(const std::vector<torch::Tensor>& routing,
+                            const std::vector<int64_t>& logit_row, size_t first_new) {
+  const torch::Tensor all = torch::stack(routing, 1).to(torch::kShort).contiguous();  // [N, L, K]
+  const int64_t L = all.size(1), K = all.size(2);
+  const int16_t* ids = all.data_ptr<int16_t>();
+  for (size_t i = 0; i < running_.size(); ++i) {
+    Sample& s = running_[i]->sample;
+    s.routing_layers = static_cast<int32_t>(L), s.routing_k = static_cast<int32_t>(K);
+    // A decoding sample fed one token (its row); a new one its prompt, ending at its row (a
+    // follower shares its owner's rows).
+    const int64_t n = i < first_new ? 1 : static_cast<int64_t>(s.prompt_ids.size());
+    const int16_t* from = ids + (logit_row[i] - n + 1) * L * K;
+    s.routed_experts.insert(s.routed_experts.end(), from, from + n * L * K);
+  }
 }
 
 void Engine::finish(size_t index, FinishReason reason) {

@@ -41,6 +41,7 @@ struct EngineConfig {
                                 // 0 = max_batch_size * max_seq_len (slots are the only limit)
   AdmissionPolicy admission = AdmissionPolicy::kFifo;
   bool prefix_sharing = true;         // prefill a prompt once for its n samples
+  bool record_routing = false;        // MoE: record each token's experts in Sample (routing replay)
   telemetry::Trace* trace = nullptr;  // when set, every step is a span on `trace_track`
   int trace_track = 0;
 };
@@ -137,6 +138,9 @@ class Engine {
   void apply_pending();
   size_t admit();  // returns the index in running_ of the first newly admitted sample
   void forward_and_sample(size_t first_new);
+  // Appends each running sample's fed tokens' experts (one [N, K] tensor per MoE layer).
+  void record_routing(const std::vector<torch::Tensor>& routing,
+                      const std::vector<int64_t>& logit_row, size_t first_new);
   void finish(size_t running_index, FinishReason reason);
 
   model::CausalLM model_;

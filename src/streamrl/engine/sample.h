@@ -45,6 +45,11 @@ struct Sample {
   double queue_s = 0;          // seconds waiting before prefill, steady clock
   double prefill_s = 0;        // seconds in prefill
   double decode_s = 0;         // seconds from first decode step to finish
+  // MoE policies with EngineConfig::record_routing: the experts each fed token went to, as
+  // [position][MoE layer][slot] (routing_layers x routing_k per position, -1 = unused slot), for
+  // positions 0 .. prompt + output - 2 (the last output token is never fed).
+  std::vector<int16_t> routed_experts;
+  int32_t routing_layers = 0, routing_k = 0;
 };
 
 }  // namespace streamrl::engine

@@ -86,18 +86,45 @@ MoeBlockImpl::MoeBlockImpl(const ModelConfig& c)
   }
 }
 
-Routing MoeBlockImpl::route_tokens(const Tensor& x, MoeLayerTrace* trace) {
+Tensor routing_ids(const Routing& r) { return r.expert.masked_fill(~r.used, -1); }
+
+Routing MoeBlockImpl::route_tokens(const Tensor& x, MoeLayerTrace* trace, const Tensor& forced,
+                                   bool apply) {
   Tensor logits = router_->forward(x);
   Tensor probs = torch::softmax(logits.to(torch::kFloat32), -1);
   // Routing decisions are not differentiated; the combine weights are (through probs).
   Routing r;
+  int64_t replayed = 0, differed = 0;
   {
     torch::NoGradGuard no_grad;
     r = route(probs.detach(), k_, normalise_, gating_);
+    if (forced.defined()) {
+      TORCH_CHECK(forced.dim() == 2 && forced.size(0) == x.size(0),
+                  "routing replay: forced routing must be [N, K], got ", forced.sizes());
+      Tensor own = routing_ids(r);
+      const int64_t K = std::max(own.size(1), forced.size(1));
+      auto widen = [&](const Tensor& t) {
+        return t.size(1) == K
+                   ? t
+                   : torch::cat({t, torch::full({t.size(0), K - t.size(1)}, -1, t.options())}, 1);
+      };
+      own = widen(own);
+      Tensor f = widen(forced.to(torch::kLong));
+      const Tensor take = f.select(1, 0) >= 0;  // rows the other side routed
+      // Same set of experts, in any order.
+      const Tensor same = (std::get<0>(own.sort(1)) == std::get<0>(f.sort(1))).all(1);
+      replayed = take.sum().item<int64_t>();
+      differed = (take & ~same).sum().item<int64_t>();
+      if (apply) {
+        Tensor ids = torch::where(take.unsqueeze(1), f, own);
+        r.used = ids >= 0;
+        r.expert = ids.clamp_min(0);
+      }
+    }
   }
   Tensor chosen = probs.gather(1, r.expert).masked_fill(~r.used, 0.0);
   r.weight = normalise_ ? chosen / chosen.sum(-1, /*keepdim=*/true) : chosen;
-  if (trace) *trace = MoeLayerTrace{logits, probs, r};
+  if (trace) *trace = MoeLayerTrace{logits, probs, r, replayed, differed};
   return r;
 }
 
@@ -106,12 +133,11 @@ Tensor MoeBlockImpl::shared(const Tensor& x) {
   return shared_expert_.forward(x) * torch::sigmoid(shared_gate_->forward(x));
 }
 
-Tensor MoeBlockImpl::forward(const Tensor& x, const GatingConfig& gating, MoeLayerTrace* trace) {
+Tensor MoeBlockImpl::forward(const Tensor& x, const GatingConfig& gating, MoeLayerTrace* trace,
+                             const Tensor& forced, bool apply) {
   gating_ = gating;
-  const int64_t N = x.size(0), K = [&] {
-    return gating.kind == Gating::kTopK ? k_ : gating.kind == Gating::kTop1 ? 1 : 2;
-  }();
-  const Routing r = route_tokens(x, trace);
+  const Routing r = route_tokens(x, trace, forced, apply);
+  const int64_t N = x.size(0), K = r.expert.size(1);
   // The used (token, expert) pairs, sorted by expert: each expert's tokens are one slice.
   Tensor token = torch::arange(N, torch::kLong).repeat_interleave(K);
   Tensor used = r.used.reshape({-1});
@@ -178,6 +204,8 @@ MoeAuxLosses moe_aux_losses(const std::vector<MoeLayerTrace>& traces, const Tens
     const Tensor lse = torch::logsumexp(t.logits.index_select(0, rows).to(torch::kFloat32), -1);
     a.z_loss = a.z_loss + lse.square().sum() / n;
     a.two_expert_share.push_back((used.sum(1) >= 2).sum().item<double>() / n);
+    a.replayed += t.replayed;
+    a.differed += t.differed;
   }
   return a;
 }

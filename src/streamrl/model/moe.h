@@ -43,8 +43,15 @@ Routing route(const torch::Tensor& probs, int64_t k, bool normalise, const Gatin
 struct MoeLayerTrace {
   torch::Tensor logits;  // [N, E] router logits (differentiable)
   torch::Tensor probs;   // [N, E] their softmax
-  Routing routing;
+  Routing routing;       // what the layer used (the replayed routing where one was given)
+  int64_t replayed = 0;  // tokens routed as `forced` said ...
+  int64_t differed = 0;  // ... of which this layer's own routing chose another set of experts
 };
+
+// Experts chosen elsewhere (e.g. by the engine that generated the tokens), to route the same
+// tokens the same way here: [N, K] int64 expert ids, -1 for an unused slot; a row of only -1
+// (a token the other side did not route) is routed here.
+torch::Tensor routing_ids(const Routing& r);  // r as such a tensor
 
 // One MoE MLP block. Submodule names follow the model type's HF layout, so named_parameters() are
 // HF names: mixtral block_sparse_moe.{gate, experts.{i}.w1/w2/w3}; qwen2_moe/qwen3_moe
@@ -54,9 +61,13 @@ class MoeBlockImpl : public torch::nn::Module {
  public:
   explicit MoeBlockImpl(const ModelConfig& config);
 
-  // x [N, D] -> [N, D]. Records the routing in `trace` when given.
+  // x [N, D] -> [N, D]. Records the routing in `trace` when given. With `forced` ([N, K'] ids as
+  // routing_ids gives) and `apply`, tokens it routes go to its experts, weighted by this router's
+  // probabilities renormalised as the checkpoint says (routing replay); without `apply` it is only
+  // compared with this layer's own routing (MoeLayerTrace::differed).
   torch::Tensor forward(const torch::Tensor& x, const GatingConfig& gating,
-                        MoeLayerTrace* trace = nullptr);
+                        MoeLayerTrace* trace = nullptr, const torch::Tensor& forced = {},
+                        bool apply = true);
 
   // The same output by running every expert on every token and weighting by the routing: the
   // reference the grouped computation must equal (tests).
@@ -70,7 +81,8 @@ class MoeBlockImpl : public torch::nn::Module {
     torch::nn::Linear gate{nullptr}, up{nullptr}, down{nullptr};
     torch::Tensor forward(const torch::Tensor& x);
   };
-  Routing route_tokens(const torch::Tensor& x, MoeLayerTrace* trace);
+  Routing route_tokens(const torch::Tensor& x, MoeLayerTrace* trace,
+                       const torch::Tensor& forced = {}, bool apply = true);
   torch::Tensor shared(const torch::Tensor& x);
 
   int64_t k_;
@@ -92,6 +104,7 @@ struct MoeAuxLosses {
   torch::Tensor load_balance_top1;  // the adaptive-gating paper's form
   torch::Tensor z_loss;
   std::vector<double> two_expert_share;  // per MoE layer: share of tokens that used two or more
+  int64_t replayed = 0, differed = 0;    // routing replay, summed over layers (MoeLayerTrace)
 };
 MoeAuxLosses moe_aux_losses(const std::vector<MoeLayerTrace>& traces, const torch::Tensor& valid,
                             int64_t num_experts);
@@ -103,6 +116,9 @@ struct MoeOptions {
   bool aux_top1_only = false;  // aux_loss: "switch" (all assignments) or "top1" (the paper's)
   double aux_loss_coef = 0;    // load-balancing coefficient (Mixtral trains with 0.02)
   double z_loss_coef = 0;      // router z-loss coefficient (ST-MoE uses 0.001)
+  // RL: route each generated token in training to the experts the engine chose (algo.
+  // moe_routing_replay), instead of only measuring how often they differ.
+  bool routing_replay = false;
 
   // Reads gating, threshold, aux_loss, aux_loss_coef and z_loss_coef; InputError naming the key.
   void read(const core::Config& section);

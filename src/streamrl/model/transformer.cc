@@ -147,7 +147,8 @@ CausalLMImpl::CausalLMImpl(const ModelConfig& config, uint64_t seed) : config_(c
 
 Tensor CausalLMImpl::run(const Tensor& tokens, const Tensor& positions, const Tensor& mask,
                          KVCache* cache, const KvWrite* write,
-                         std::vector<MoeLayerTrace>* moe_traces) {
+                         std::vector<MoeLayerTrace>* moe_traces, const std::vector<Tensor>* forced,
+                         bool apply_forced) {
   const ModelConfig& c = config_;
   const int64_t B = tokens.size(0), T = tokens.size(1);
   const int64_t H = c.num_attention_heads, Hkv = c.num_key_value_heads, hd = c.head_dim;
@@ -161,6 +162,7 @@ Tensor CausalLMImpl::run(const Tensor& tokens, const Tensor& positions, const Te
   Tensor mask5 = mask.defined() ? mask.unsqueeze(1).unsqueeze(1) : mask;
 
   Tensor h = embed_tokens_->forward(tokens);  // [B, T, D]
+  size_t moe_index = 0;
   for (size_t li = 0; li < layers_.size(); ++li) {
     Layer& layer = *layers_[li];
     Tensor x = rms_norm(h, layer.input_norm, c.rms_norm_eps);
@@ -208,7 +210,12 @@ Tensor CausalLMImpl::run(const Tensor& tokens, const Tensor& positions, const Te
     if (layer.moe) {
       MoeLayerTrace* trace = nullptr;
       if (moe_traces) trace = &moe_traces->emplace_back();
-      mlp = layer.moe->forward(y.reshape({B * T, -1}), gating_, trace).view(y.sizes());
+      const Tensor replay = forced && moe_index < forced->size()
+                                ? (*forced)[moe_index].reshape({B * T, -1})
+                                : Tensor();
+      ++moe_index;
+      mlp = layer.moe->forward(y.reshape({B * T, -1}), gating_, trace, replay, apply_forced)
+                .view(y.sizes());
     } else {
       mlp = layer.down_proj->forward(torch::silu(layer.gate_proj->forward(y)) *
                                      layer.up_proj->forward(y));
@@ -240,7 +247,11 @@ ScoreOutput CausalLMImpl::score(const Tensor& tokens, const Tensor& valid,
   Tensor mask = torch::zeros(allowed.sizes(), torch::kFloat32).masked_fill_(~allowed, kMasked);
 
   std::vector<MoeLayerTrace> traces;
-  Tensor hidden = run(tokens, positions, mask, nullptr, nullptr, &traces);
+  if (options.replay_routing) {
+    TORCH_CHECK(config_.is_moe(), "score: routing replay needs an MoE model");
+  }
+  Tensor hidden = run(tokens, positions, mask, nullptr, nullptr, &traces, options.replay_routing,
+                      options.replay_apply);
   Tensor logits = output_logits(hidden);  // [B, T, V]; position t predicts token t+1
   TORCH_CHECK(options.temperature > 0, "score: temperature must be > 0, got ", options.temperature);
   Tensor shifted = logits.narrow(1, 0, T - 1);
@@ -263,7 +274,8 @@ ScoreOutput CausalLMImpl::score(const Tensor& tokens, const Tensor& valid,
 }
 
 Tensor CausalLMImpl::forward_cached(const Tensor& tokens, const Tensor& positions,
-                                    const Tensor& valid, const Tensor& slots, KVCache& cache) {
+                                    const Tensor& valid, const Tensor& slots, KVCache& cache,
+                                    std::vector<Tensor>* routing) {
   TORCH_CHECK(tokens.dim() == 2 && positions.sizes() == tokens.sizes() &&
                   valid.sizes() == tokens.sizes() && slots.dim() == 1 &&
                   slots.size(0) == tokens.size(0),
@@ -289,7 +301,13 @@ Tensor CausalLMImpl::forward_cached(const Tensor& tokens, const Tensor& position
   write.pos = pos.reshape({-1}).index_select(0, write.src);
   write.len = write.pos + 1;
 
-  Tensor hidden = run(tokens, pos, Tensor(), &cache, &write);  // [B, T, D]
+  std::vector<MoeLayerTrace> traces;
+  Tensor hidden = run(tokens, pos, Tensor(), &cache, &write,
+                      routing && config_.is_moe() ? &traces : nullptr);  // [B, T, D]
+  if (routing) {
+    routing->clear();
+    for (const auto& t : traces) routing->push_back(routing_ids(t.routing));
+  }
   // Last valid token of each row: valid tokens are contiguous, so it is the row's highest index.
   Tensor idx = torch::arange(T, pos.options()).view({1, T}).expand({B, T});
   Tensor last = idx.masked_fill(~valid_b, -1).amax(1);                    // [B]

@@ -23,6 +23,11 @@ struct ScoreOptions {
   // Log-probs (and entropy) of softmax(logits / temperature): the distribution a sampler with
   // this temperature drew from, so RL ratios compare like with like. Logits stay unscaled.
   double temperature = 1.0;
+  // MoE routing replay: per MoE layer, [B, T, K] expert ids the tokens were routed to when they
+  // were generated (-1: not routed there, e.g. padding); with replay_apply those tokens are
+  // routed the same way, else only compared (ScoreOutput::moe counts the tokens that differ).
+  const std::vector<torch::Tensor>* replay_routing = nullptr;
+  bool replay_apply = true;
 };
 
 struct ScoreOutput {
@@ -59,9 +64,11 @@ class CausalLMImpl : public torch::nn::Module {
   // tokens [B, T] int64 new tokens, positions [B, T] int64 absolute positions (the token count
   // already cached for that slot, +0, +1, ...), valid [B, T] bool (padding is never cached),
   // slots [B] int64 cache slot of each row. Returns [B, V] logits of each row's last valid token.
+  // With `routing`, MoE models also return per MoE layer the [B*T, K] expert ids (routing_ids)
+  // each token was routed to.
   torch::Tensor forward_cached(const torch::Tensor& tokens, const torch::Tensor& positions,
                                const torch::Tensor& valid, const torch::Tensor& slots,
-                               KVCache& cache);
+                               KVCache& cache, std::vector<torch::Tensor>* routing = nullptr);
 
   // The weights as HF-named tensors (lm_head.weight omitted when tied).
   std::vector<std::pair<std::string, torch::Tensor>> named_weights() const;
@@ -74,7 +81,8 @@ class CausalLMImpl : public torch::nn::Module {
   struct KvWrite;
   torch::Tensor run(const torch::Tensor& tokens, const torch::Tensor& positions,
                     const torch::Tensor& mask, KVCache* cache, const KvWrite* write,
-                    std::vector<MoeLayerTrace>* moe_traces = nullptr);
+                    std::vector<MoeLayerTrace>* moe_traces = nullptr,
+                    const std::vector<torch::Tensor>* forced = nullptr, bool apply_forced = true);
   torch::Tensor output_logits(const torch::Tensor& hidden);
 
   ModelConfig config_;

@@ -74,6 +74,19 @@ IterationRecord iteration_record(const RlRunConfig& c, int64_t it, const Iterati
        {{"generator", std::max(0.0, 1.0 - gen_s / iter_s)},
         {"trainer", std::max(0.0, 1.0 - trainer_busy / iter_s)}}},
   };
+  if (up.moe_tokens > 0) {
+    // How often the trainer's routers disagreed with the engine's on the same tokens (before any
+    // replay): peers found MoE RL unstable when this is high.
+    std::vector<double> share;
+    for (double v : up.two_expert_share) share.push_back(v / static_cast<double>(up.moe_tokens));
+    rec["moe"] = {
+        {"routing_mismatch", up.routing_compared > 0
+                                 ? nlohmann::json(static_cast<double>(up.routing_differed) /
+                                                  static_cast<double>(up.routing_compared))
+                                 : nlohmann::json(nullptr)},
+        {"routing_replay", c.moe.routing_replay},
+        {"two_expert_share", share}};
+  }
   if (loop.ranker_metrics()) rec["ranker"] = *loop.ranker_metrics();
   if (c.dynamic_sampling.enabled) rec["dynamic_sampling"] = loop.dynamic_sampling();
   if (c.overlong.filter) rec["overlong_filtered"] = loop.filtered();

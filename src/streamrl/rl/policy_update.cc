@@ -30,6 +30,35 @@ torch::Tensor place(const std::vector<const ScoredSample*>& rows, int64_t T,
 const std::vector<float>& beh_field(const ScoredSample& s) { return s.sample.logprobs; }
 const std::vector<float>& ref_field(const ScoredSample& s) { return s.ref_logprobs; }
 
+// The engine's routing of each row's tokens as one [B, T, K] tensor per MoE layer (-1 where it
+// has none: padding and the last token), or none when some row came without routing (a remote
+// instance, or a dense policy).
+std::vector<torch::Tensor> engine_routing(const std::vector<const ScoredSample*>& rows, int64_t T) {
+  const engine::Sample& first = rows.front()->sample;
+  const int64_t L = first.routing_layers, K = first.routing_k;
+  for (const auto* r : rows) {
+    if (r->sample.routed_experts.empty() || r->sample.routing_layers != L ||
+        r->sample.routing_k != K) {
+      return {};
+    }
+  }
+  const int64_t B = static_cast<int64_t>(rows.size());
+  torch::Tensor all = torch::full({B, T, L, K}, -1, torch::kLong);
+  auto a = all.accessor<int64_t, 4>();
+  for (int64_t b = 0; b < B; ++b) {
+    const auto& ids = rows[b]->sample.routed_experts;
+    const int64_t positions = std::min<int64_t>(T, static_cast<int64_t>(ids.size()) / (L * K));
+    for (int64_t t = 0; t < positions; ++t) {
+      for (int64_t l = 0; l < L; ++l) {
+        for (int64_t k = 0; k < K; ++k) a[b][t][l][k] = ids[(t * L + l) * K + k];
+      }
+    }
+  }
+  std::vector<torch::Tensor> per_layer;
+  for (int64_t l = 0; l < L; ++l) per_layer.push_back(all.select(2, l));
+  return per_layer;
+}
+
 int64_t total_tokens(const ScoredSample& s) {
   return static_cast<int64_t>(s.sample.prompt_ids.size() + s.sample.output_ids.size());
 }
@@ -123,6 +152,13 @@ void PolicyStep::run_micro_batch(const std::vector<const ScoredSample*>& rows) {
   }
   model::ScoreOptions opt;
   opt.temperature = config_.temperature;
+  // MoE: the trainer's routing is compared with the engine's, and with routing replay follows it.
+  const std::vector<torch::Tensor> routing =
+      model_->config().is_moe() ? engine_routing(rows, T) : std::vector<torch::Tensor>{};
+  if (!routing.empty()) {
+    opt.replay_routing = &routing;
+    opt.replay_apply = moe_.routing_replay;
+  }
   if (config_.recompute_old_logprobs) {
     torch::NoGradGuard no_grad;
     in.old_logp = model_->score(seq.tokens, seq.valid, opt).logprobs;
@@ -139,6 +175,15 @@ void PolicyStep::run_micro_batch(const std::vector<const ScoredSample*>& rows) {
   if (!std::isfinite(lo.metrics.loss)) {
     optimizer_.zero_grad();
     throw RuntimeFailure("policy loss is not finite (" + std::to_string(lo.metrics.loss) + ")");
+  }
+  if (out.moe) {
+    result_.routing_compared += out.moe->replayed;
+    result_.routing_differed += out.moe->differed;
+    for (size_t l = 0; l < out.moe->two_expert_share.size(); ++l) {
+      if (result_.two_expert_share.size() <= l) result_.two_expert_share.resize(l + 1, 0.0);
+      result_.two_expert_share[l] += out.moe->two_expert_share[l] * seq.num_completion_tokens;
+    }
+    result_.moe_tokens += seq.num_completion_tokens;
   }
   if (out.moe && (moe_.aux_loss_coef > 0 || moe_.z_loss_coef > 0)) {
     // Each term is a sum that finish() divides by the global count, so the router loss (a mean

@@ -89,6 +89,7 @@ std::unique_ptr<RolloutGenerator> RlRoles::make_generator(const RlRunConfig& c,
   ec.max_seq_len = static_cast<int>(policy->config().max_position_embeddings);
   ec.trace = trace;
   ec.trace_track = generator_track(rank);
+  ec.record_routing = policy->config().is_moe();  // for routing replay and its mismatch metric
   // Colocated, the engine runs the trainer's module itself (no weight transfer); otherwise a
   // private copy on its own threads and cores.
   return core::traits(c.mode).dedicated_generator
