@@ -309,7 +309,7 @@ class DelayRelay {
   DelayRelay(const std::string& ns, const std::string& ip, const std::string& to_ip, int to_port,
              std::chrono::milliseconds delay) {
     std::atomic<int> port{-1};
-    thread_ = std::thread([=, &port] {
+    thread_ = std::thread([this, ns, ip, to_ip, to_port, delay, &port] {
       const int nsfd = open(("/run/netns/" + ns).c_str(), O_RDONLY | O_CLOEXEC);
       if (nsfd < 0 || setns(nsfd, CLONE_NEWNET) != 0) {  // this thread only
         port = 0;
