@@ -70,11 +70,31 @@ TEST_F(BenchCli, AllocatorComparesFreshProcesses) {
   EXPECT_TRUE(j["colocate_train_over_disagg_train"]["median"].is_number());
 }
 
+// Every gating variant trains from the same init for the same steps; the RL runs with and without
+// routing replay report their routing mismatch and reward curves.
+TEST_F(BenchCli, MoeComparesGatingVariantsAndRoutingReplay) {
+  const nlohmann::json j = bench("moe");
+  ASSERT_TRUE(j.is_object());
+  EXPECT_TRUE(j["adaptive_over_top2_speedup"].is_number());
+  EXPECT_TRUE(j["eval_loss_delta"].is_number());
+  EXPECT_EQ(j["two_expert_share"].size(), 4u);  // configs/model/tiny_moe.json's 4 MoE layers
+  EXPECT_EQ(j["variants"].size(), 5u);
+  EXPECT_DOUBLE_EQ(j["variants"]["top2"]["expert_flop_ratio"].get<double>(), 1.0);
+  const double ratio = j["variants"]["adaptive_0.1"]["expert_flop_ratio"].get<double>();
+  EXPECT_GE(ratio, 0.5);
+  EXPECT_LE(ratio, 1.0);
+  for (const char* v : {"replay", "no_replay"}) {
+    EXPECT_TRUE(j["routing_mismatch"][v].is_number()) << v << " " << j["rl"].dump();
+    EXPECT_EQ(j["rl"][v]["reward_curve"].size(), 2u) << v;
+  }
+}
+
 TEST_F(BenchCli, SetIsRefusedByBenchesWithoutARunConfig) {
   auto r = run_streamrl({"bench", "engine", "--quick", "--set", "mode=async"});
   EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_NE(r.output.find("--set applies to bench allocator, emulator, learning, rl_modes only"),
-            std::string::npos)
+  EXPECT_NE(
+      r.output.find("--set applies to bench allocator, emulator, learning, moe, rl_modes only"),
+      std::string::npos)
       << r.output;
 }
 

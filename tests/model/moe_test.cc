@@ -194,6 +194,26 @@ TEST(MoeAuxLoss, MatchesTheFormulasOnAHandMadeRouting) {
   EXPECT_NEAR(one.z_loss.item<double>(), std::pow(std::log(std::exp(2.0) + 1.0), 2), 1e-5);
 }
 
+TEST(MoeAuxLoss, ExpertLoadAndPerRowTwoExpertShares) {
+  // Four tokens of a [2, 2] batch, the last one padding; four experts.
+  MoeLayerTrace t;
+  t.logits = torch::zeros({4, 4});
+  t.probs = torch::full({4, 4}, 0.25f);
+  t.routing.expert = torch::tensor({{0, 1}, {0, 2}, {0, 3}, {1, 2}}, torch::kLong);
+  t.routing.used = torch::tensor({true, true, true, false, true, false, true, true}).view({4, 2});
+  t.routing.weight = t.routing.used.to(torch::kFloat32);
+  const auto aux = moe_aux_losses({t, t}, torch::tensor({true, true, true, false}).view({2, 2}), 4);
+  // Valid assignments: expert 0 three times, expert 1 once: busiest 3 over a mean of 1.
+  ASSERT_EQ(aux.expert_load.size(), 2u);
+  EXPECT_DOUBLE_EQ(aux.expert_load[0], 3.0);
+  EXPECT_DOUBLE_EQ(aux.two_expert_share[1], 1.0 / 3);
+  // Row 0: one of its two tokens on two experts; row 1: its one valid token on one.
+  ASSERT_EQ(aux.two_expert_by_row.sizes(), (std::vector<int64_t>{2, 2}));
+  EXPECT_FLOAT_EQ(aux.two_expert_by_row[0][0].item<float>(), 0.5f);
+  EXPECT_FLOAT_EQ(aux.two_expert_by_row[0][1].item<float>(), 0.5f);
+  EXPECT_FLOAT_EQ(aux.two_expert_by_row[1][0].item<float>(), 0.0f);
+}
+
 TEST(MoeAuxLoss, ScoreReportsRouterLossesThatReachTheRouter) {
   const ModelConfig c = tiny_moe("qwen3_moe");
   CausalLM lm(c, 2);

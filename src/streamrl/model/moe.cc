@@ -151,16 +151,21 @@ Tensor MoeBlockImpl::forward(const Tensor& x, const GatingConfig& gating, MoeLay
   const Tensor counts = torch::bincount(expert, {}, static_cast<int64_t>(experts_.size()));
   const int64_t* count = counts.data_ptr<int64_t>();
 
-  Tensor out = torch::zeros_like(x);
+  // One gather of the routed rows in expert order, one GEMM chain per expert on its contiguous
+  // slice, one weighted scatter back: no per-expert copies of the whole output.
+  const Tensor rows = x.index_select(0, token);
+  std::vector<Tensor> ys;
   int64_t offset = 0;
   for (size_t e = 0; e < experts_.size(); ++e) {
     const int64_t n = count[e];
     if (n == 0) continue;
-    Tensor idx = token.narrow(0, offset, n);
-    Tensor y = experts_[e].forward(x.index_select(0, idx)) *
-               weight.narrow(0, offset, n).unsqueeze(1).to(x.scalar_type());
-    out = out.index_add(0, idx, y);
+    ys.push_back(experts_[e].forward(rows.narrow(0, offset, n)));
     offset += n;
+  }
+  Tensor out = torch::zeros_like(x);
+  if (!ys.empty()) {
+    const Tensor y = torch::cat(ys) * weight.unsqueeze(1).to(x.scalar_type());
+    out = out.index_add(0, token, y);
   }
   if (Tensor s = shared(x); s.defined()) out = out + s;
   return out;
@@ -186,26 +191,41 @@ MoeAuxLosses moe_aux_losses(const std::vector<MoeLayerTrace>& traces, const Tens
   a.load_balance = torch::zeros({});
   a.load_balance_top1 = torch::zeros({});
   a.z_loss = torch::zeros({});
-  const Tensor rows = valid.reshape({-1}).nonzero().squeeze(1);
+  const Tensor flat_valid = valid.reshape({-1});
+  const Tensor rows = flat_valid.nonzero().squeeze(1);
   const double n = std::max<int64_t>(1, rows.size(0));
+  // Statistics (no gradient) gathered per layer as tensors and read back once at the end.
+  std::vector<Tensor> two_share, load, by_row;
   for (const auto& t : traces) {
     const Tensor probs = t.probs.index_select(0, rows);
     const Tensor experts = t.routing.expert.index_select(0, rows);
     const Tensor used = t.routing.used.index_select(0, rows);
     const Tensor mean_prob = probs.sum(0) / n;  // P_e
     // f_e: share of the token-expert assignments (all chosen experts), and of top-1 choices.
-    Tensor assigned =
+    const Tensor assigned =
         torch::zeros({num_experts})
-            .index_add(0, experts.masked_select(used), torch::ones({used.sum().item<int64_t>()}));
-    Tensor top1 = torch::zeros({num_experts})
-                      .index_add(0, experts.select(1, 0), torch::ones({experts.size(0)}));
+            .index_add(0, experts.reshape({-1}), used.reshape({-1}).to(torch::kFloat32));
+    const Tensor top1 = torch::zeros({num_experts})
+                            .index_add(0, experts.select(1, 0), torch::ones({experts.size(0)}));
     a.load_balance = a.load_balance + num_experts * (assigned / n * mean_prob).sum();
     a.load_balance_top1 = a.load_balance_top1 + num_experts * (top1 / n * mean_prob).sum();
     const Tensor lse = torch::logsumexp(t.logits.index_select(0, rows).to(torch::kFloat32), -1);
     a.z_loss = a.z_loss + lse.square().sum() / n;
-    a.two_expert_share.push_back((used.sum(1) >= 2).sum().item<double>() / n);
     a.replayed += t.replayed;
     a.differed += t.differed;
+    const Tensor two = (t.routing.used.sum(1) >= 2) & flat_valid;  // [N]
+    two_share.push_back(two.sum().to(torch::kFloat64) / n);
+    load.push_back(
+        (assigned.max() / (assigned.sum() / num_experts).clamp_min(1e-12)).to(torch::kFloat64));
+    if (valid.dim() == 2) by_row.push_back(two.view(valid.sizes()).sum(1).to(torch::kFloat32));
+  }
+  if (traces.empty()) return a;
+  const Tensor shares = torch::stack(two_share), loads = torch::stack(load);
+  a.two_expert_share.assign(shares.data_ptr<double>(), shares.data_ptr<double>() + shares.numel());
+  a.expert_load.assign(loads.data_ptr<double>(), loads.data_ptr<double>() + loads.numel());
+  if (valid.dim() == 2) {
+    const Tensor per_row = valid.sum(1).clamp_min(1).to(torch::kFloat32).unsqueeze(1);
+    a.two_expert_by_row = torch::stack(by_row, 1) / per_row;
   }
   return a;
 }

@@ -95,16 +95,22 @@ class MoeBlockImpl : public torch::nn::Module {
 };
 TORCH_MODULE(MoeBlock);
 
-// Auxiliary losses over the tokens of `traces` whose `valid` [N] is true, summed over layers:
-// the Switch/Mixtral load-balancing loss E * sum_e f_e * P_e (f_e: share of token-expert
-// assignments, P_e: mean router probability), the adaptive-gating paper's top-1-only form (f_e over
-// top-1 choices only), and the router z-loss mean(logsumexp(logits)^2).
+// Auxiliary losses over the tokens of `traces` whose `valid` ([N], or [B, T] with N = B * T) is
+// true, summed over layers: the Switch/Mixtral load-balancing loss E * sum_e f_e * P_e (f_e: share
+// of token-expert assignments, P_e: mean router probability), the adaptive-gating paper's
+// top-1-only form (f_e over top-1 choices only), and the router z-loss mean(logsumexp(logits)^2).
 struct MoeAuxLosses {
   torch::Tensor load_balance;       // Switch/Mixtral form
   torch::Tensor load_balance_top1;  // the adaptive-gating paper's form
   torch::Tensor z_loss;
   std::vector<double> two_expert_share;  // per MoE layer: share of tokens that used two or more
-  int64_t replayed = 0, differed = 0;    // routing replay, summed over layers (MoeLayerTrace)
+  // Per MoE layer: the busiest expert's token assignments over the mean (1 = perfectly balanced;
+  // the straggler an expert-parallel step waits for).
+  std::vector<double> expert_load;
+  // With a [B, T] `valid`: [B, L] float, each row's share of its valid tokens on two or more
+  // experts per MoE layer (the adaptive-gating curriculum's complexity of a sequence).
+  torch::Tensor two_expert_by_row;
+  int64_t replayed = 0, differed = 0;  // routing replay, summed over layers (MoeLayerTrace)
 };
 MoeAuxLosses moe_aux_losses(const std::vector<MoeLayerTrace>& traces, const torch::Tensor& valid,
                             int64_t num_experts);

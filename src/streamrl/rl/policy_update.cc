@@ -7,6 +7,7 @@
 #include "streamrl/core/packing.h"
 #include "streamrl/core/threads.h"
 #include "streamrl/rl/loss_aggregation.h"
+#include "streamrl/rl/moe_curriculum.h"
 #include "streamrl/rl/sequences.h"
 
 namespace streamrl::rl {
@@ -110,8 +111,9 @@ void PolicyStep::run_buffered(bool full_only) {
   std::vector<int64_t> lengths;
   for (const auto& s : buffer_) lengths.push_back(total_tokens(s));
   // While more samples are coming, partly filled or mostly padded packs wait for them.
-  const core::EagerPacks packs =
+  core::EagerPacks packs =
       core::pack_eager(lengths, config_.micro_batch_tokens, /*more_coming=*/full_only);
+  if (config_.moe_curriculum) order_by_curriculum(&packs.run);
   for (const auto& idx : packs.run) {
     std::vector<const ScoredSample*> rows;
     for (size_t i : idx) rows.push_back(&buffer_[i]);
@@ -124,6 +126,28 @@ void PolicyStep::run_buffered(bool full_only) {
     rest.push_back(std::move(buffer_[i]));
   }
   buffer_ = std::move(rest);
+}
+
+void PolicyStep::order_by_curriculum(std::vector<std::vector<size_t>>* packs) const {
+  // A pack's profile is the token-weighted mean of its samples' (each sample's own share).
+  std::vector<RoutingProfile> profiles;
+  for (const auto& idx : *packs) {
+    RoutingProfile mean;
+    double weight = 0;
+    for (size_t i : idx) {
+      const RoutingProfile p = engine_routing_profile(buffer_[i].sample);
+      if (p.empty()) continue;
+      const double w = static_cast<double>(total_tokens(buffer_[i]));
+      mean.resize(p.size(), 0.0);
+      for (size_t l = 0; l < p.size(); ++l) mean[l] += p[l] * w;
+      weight += w;
+    }
+    for (double& v : mean) v /= std::max(weight, 1.0);
+    profiles.push_back(std::move(mean));
+  }
+  std::vector<std::vector<size_t>> ordered;
+  for (size_t i : curriculum_order(profiles)) ordered.push_back(std::move((*packs)[i]));
+  *packs = std::move(ordered);
 }
 
 void PolicyStep::run_micro_batch(const std::vector<const ScoredSample*>& rows) {
@@ -179,10 +203,17 @@ void PolicyStep::run_micro_batch(const std::vector<const ScoredSample*>& rows) {
   if (out.moe) {
     result_.routing_compared += out.moe->replayed;
     result_.routing_differed += out.moe->differed;
-    for (size_t l = 0; l < out.moe->two_expert_share.size(); ++l) {
-      if (result_.two_expert_share.size() <= l) result_.two_expert_share.resize(l + 1, 0.0);
-      result_.two_expert_share[l] += out.moe->two_expert_share[l] * seq.num_completion_tokens;
+    const double w = static_cast<double>(seq.num_completion_tokens);
+    const size_t L = out.moe->two_expert_share.size();
+    result_.two_expert_share.resize(L, 0.0);
+    result_.expert_load.resize(L, 0.0);
+    for (size_t l = 0; l < L; ++l) {
+      result_.two_expert_share[l] += out.moe->two_expert_share[l] * w;
+      result_.expert_load[l] += out.moe->expert_load[l] * w;
     }
+    const auto& lb = moe_.aux_top1_only ? out.moe->load_balance_top1 : out.moe->load_balance;
+    result_.aux_loss += lb.item<double>() * w;
+    result_.z_loss += out.moe->z_loss.item<double>() * w;
     result_.moe_tokens += seq.num_completion_tokens;
   }
   if (out.moe && (moe_.aux_loss_coef > 0 || moe_.z_loss_coef > 0)) {

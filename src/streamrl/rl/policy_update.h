@@ -26,6 +26,9 @@ struct UpdateConfig {
   // The rollout's sampling temperature: the trainer scores softmax(logits / temperature), the
   // distribution the engine sampled from and recorded log-probs of (verl does the same).
   double temperature = 1.0;
+  // MoE policies (algo.moe_curriculum): run the micro-batches of a flush in the adaptive-gating
+  // curriculum's order of their samples' engine routing (rl/moe_curriculum.h), simplest first.
+  bool moe_curriculum = false;
 };
 
 struct UpdateResult {
@@ -39,9 +42,11 @@ struct UpdateResult {
   double cpu_seconds = 0;  // the calling thread's CPU time in the same spans
   // MoE policies: token-layer pairs whose engine routing was known, and of them those the trainer
   // routed to another set of experts (before any replay); per MoE layer the share of tokens that
-  // used two or more experts, weighted by micro-batch completion tokens (moe_tokens).
+  // used two or more experts, and the busiest expert's load over the mean, both weighted by
+  // micro-batch completion tokens (moe_tokens); the load-balancing and z losses likewise.
   int64_t routing_compared = 0, routing_differed = 0;
-  std::vector<double> two_expert_share;
+  std::vector<double> two_expert_share, expert_load;
+  double aux_loss = 0, z_loss = 0;
   int64_t moe_tokens = 0;
 };
 
@@ -99,6 +104,8 @@ class PolicyStep : public TrainerStep {
  private:
   void run_micro_batch(const std::vector<const ScoredSample*>& rows);
   void run_buffered(bool full_only);  // full_only: keep a partly filled last micro-batch
+  // Reorders micro-batches (indices into buffer_) by UpdateConfig::moe_curriculum's rule.
+  void order_by_curriculum(std::vector<std::vector<size_t>>* packs) const;
 
   model::CausalLM& model_;
   torch::optim::Optimizer& optimizer_;

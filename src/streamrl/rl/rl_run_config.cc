@@ -47,6 +47,7 @@ RlRunConfig RlRunConfig::from_config(const core::Config& root) {
   root.section("sgs").get("urls", c.sgs_urls);
   c.moe.read(root.section("model").section("moe"));
   algo.get("moe_routing_replay", c.moe.routing_replay);
+  algo.get("moe_curriculum", c.update.moe_curriculum);
   c.sgs_remote = dist::RemoteSgsOptions::read(root.section("sgs"));
   root.section("async").get("max_staleness", c.max_staleness);
   rollout.get("sample_timeout_s", c.sample_timeout_s);

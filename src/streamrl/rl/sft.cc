@@ -4,6 +4,8 @@
 #include <cmath>
 #include <filesystem>
 #include <memory>
+#include <numeric>
+#include <random>
 
 #include "streamrl/core/errors.h"
 #include "streamrl/core/fs.h"
@@ -11,6 +13,7 @@
 #include "streamrl/core/threads.h"
 #include "streamrl/model/checkpoint.h"
 #include "streamrl/model/safetensors.h"
+#include "streamrl/rl/moe_curriculum.h"
 #include "streamrl/rl/sequences.h"
 #include "streamrl/rl/train_checkpoint.h"
 #include "streamrl/tasks/dataset.h"
@@ -34,20 +37,157 @@ SftConfig SftConfig::from_config(const core::Config& root) {
   train.get("steps", c.steps);
   train.get("batch_size", c.batch_size);
   train.get("micro_batch_tokens", c.micro_batch_tokens);
+  train.get("epoch_size", c.epoch_size);
+  train.get("moe_curriculum", c.moe_curriculum);
   train.get("log_every", c.log_every);
   c.optim.total_steps = c.steps;
   c.optim.read(train.section("optim"));
   c.optim.total_steps = c.steps;
+  root.section("eval").get("loss_n", c.eval_loss_n);
   read_eval(root.section("eval"), &c.eval_every, &c.eval);
   c.checkpoint.read(root.section("checkpoint"));
   root.check_all_used();
   if (c.steps < 1) throw InputError("train.steps must be >= 1");
   if (c.batch_size < 1) throw InputError("train.batch_size must be >= 1");
   if (c.micro_batch_tokens < 1) throw InputError("train.micro_batch_tokens must be >= 1");
+  if (c.epoch_size < 0) throw InputError("train.epoch_size must be >= 0");
+  if (c.eval_loss_n < 0) throw InputError("eval.loss_n must be >= 0");
+  if (c.moe_curriculum && c.epoch_size == 0) {
+    throw InputError("train.moe_curriculum needs epochs: set train.epoch_size > 0");
+  }
   return c;
 }
 
-namespace {}  // namespace
+namespace {
+
+// Which train problem each position of the data stream holds: problem p itself without epochs;
+// with them, epoch p / N visits problems 0 .. N-1 in its own order, a seeded shuffle, or with the
+// MoE curriculum (from the second epoch) the curriculum order of the profiles observed so far.
+class EpochOrder {
+ public:
+  EpochOrder(int epoch_size, bool curriculum, uint64_t seed)
+      : n_(epoch_size), curriculum_(curriculum), seed_(seed), profiles_(epoch_size) {}
+
+  uint64_t problem(uint64_t position) {
+    if (n_ == 0) return position;
+    const int64_t epoch = static_cast<int64_t>(position / n_);
+    if (epoch != epoch_) start_epoch(epoch);
+    return order_[position % n_];
+  }
+  // The complexity problem `index` (a value problem() returned) showed when trained.
+  void observe(uint64_t index, RoutingProfile profile) {
+    if (curriculum_) profiles_.at(index) = std::move(profile);
+  }
+  bool curriculum() const { return curriculum_; }
+
+  // What a resumed run needs to continue the same order: the current epoch's order and, with the
+  // curriculum, the observed profiles (the order of later epochs depends on them).
+  nlohmann::json state() const {
+    if (!curriculum_) return nullptr;
+    return {{"epoch", epoch_}, {"order", order_}, {"profiles", profiles_}};
+  }
+  void restore(const nlohmann::json& state) {
+    if (!curriculum_ || state.is_null()) return;
+    epoch_ = state.at("epoch").get<int64_t>();
+    order_ = state.at("order").get<std::vector<uint64_t>>();
+    profiles_ = state.at("profiles").get<std::vector<RoutingProfile>>();
+    if (order_.size() != static_cast<size_t>(n_) || profiles_.size() != static_cast<size_t>(n_)) {
+      throw InputError("checkpoint's curriculum state is for another train.epoch_size");
+    }
+  }
+
+ private:
+  void start_epoch(int64_t epoch) {
+    epoch_ = epoch;
+    order_.resize(n_);
+    if (curriculum_ && epoch > 0) {
+      const std::vector<size_t> order = curriculum_order(profiles_);
+      order_.assign(order.begin(), order.end());
+      return;
+    }
+    std::iota(order_.begin(), order_.end(), uint64_t{0});
+    std::mt19937_64 rng(seed_ * 1000003 + static_cast<uint64_t>(epoch));
+    std::shuffle(order_.begin(), order_.end(), rng);
+  }
+
+  int n_;
+  bool curriculum_;
+  uint64_t seed_;
+  int64_t epoch_ = -1;
+  std::vector<uint64_t> order_;
+  std::vector<RoutingProfile> profiles_;
+};
+
+// Prompt and demonstration ids of a problem, the demonstration cut to fit `max_len`.
+std::pair<std::vector<int32_t>, std::vector<int32_t>> demonstration(const PromptEncoder& encoder,
+                                                                    const tasks::Problem& p,
+                                                                    int64_t max_len) {
+  std::vector<int32_t> prompt = encoder.prompt_ids(p);
+  std::vector<int32_t> target = encoder.target_ids(p);
+  if (static_cast<int64_t>(prompt.size() + target.size()) > max_len) {
+    target.resize(std::max<int64_t>(0, max_len - static_cast<int64_t>(prompt.size())));
+  }
+  return {std::move(prompt), std::move(target)};
+}
+
+// Router statistics of one step, summed over its micro-batches.
+struct MoeStepStats {
+  std::vector<double> two_expert_share, expert_load;  // token-weighted / micro-batch means
+  double aux_loss = 0, z_loss = 0;
+  int64_t tokens = 0, micro_batches = 0;
+
+  void add(const model::MoeAuxLosses& a, bool top1_only, int64_t tokens_in_batch) {
+    two_expert_share.resize(a.two_expert_share.size(), 0.0);
+    expert_load.resize(a.expert_load.size(), 0.0);
+    for (size_t l = 0; l < a.two_expert_share.size(); ++l) {
+      two_expert_share[l] += a.two_expert_share[l] * static_cast<double>(tokens_in_batch);
+      expert_load[l] += a.expert_load[l];
+    }
+    aux_loss += (top1_only ? a.load_balance_top1 : a.load_balance).item<double>();
+    z_loss += a.z_loss.item<double>();
+    tokens += tokens_in_batch;
+    micro_batches += 1;
+  }
+  nlohmann::json to_json() const {
+    std::vector<double> share = two_expert_share, load = expert_load;
+    for (double& v : share) v /= static_cast<double>(std::max<int64_t>(1, tokens));
+    for (double& v : load) v /= static_cast<double>(std::max<int64_t>(1, micro_batches));
+    const double m = static_cast<double>(std::max<int64_t>(1, micro_batches));
+    return {{"two_expert_share", share},
+            {"expert_load", load},
+            {"aux_loss", aux_loss / m},
+            {"z_loss", z_loss / m}};
+  }
+};
+
+}  // namespace
+
+double heldout_loss(model::CausalLM& model, const PromptEncoder& encoder, const tasks::Task& task,
+                    uint64_t seed, int n, int micro_batch_tokens) {
+  torch::NoGradGuard no_grad;
+  const int64_t max_len = model->config().max_position_embeddings;
+  std::vector<std::vector<int32_t>> prompts, targets;
+  std::vector<int64_t> lengths;
+  for (int i = 0; i < n; ++i) {
+    auto [prompt, target] = demonstration(
+        encoder, tasks::draw_problem(task, seed, tasks::Split::kEval, static_cast<uint64_t>(i)),
+        max_len);
+    lengths.push_back(static_cast<int64_t>(prompt.size() + target.size()));
+    prompts.push_back(std::move(prompt));
+    targets.push_back(std::move(target));
+  }
+  double nll = 0;
+  int64_t tokens = 0;
+  for (const auto& micro : pack_by_token_budget(lengths, micro_batch_tokens)) {
+    std::vector<std::vector<int32_t>> mp, mc;
+    for (size_t i : micro) mp.push_back(prompts[i]), mc.push_back(targets[i]);
+    const SequenceBatch batch = make_sequence_batch(mp, mc);
+    const auto out = model->score(batch.tokens, batch.valid);
+    nll -= (out.logprobs * batch.completion).sum().item<double>();
+    tokens += batch.num_completion_tokens;
+  }
+  return tokens > 0 ? nll / static_cast<double>(tokens) : 0.0;
+}
 
 nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_yaml) {
   core::apply_core_budget(c.run.threads > 0 ? c.run.threads : core::available_cores());
@@ -76,14 +216,22 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
   auto optimizer = make_adamw(*model, c.optim);
   const int64_t max_len = model->config().max_position_embeddings;
 
+  if (c.moe_curriculum && !model->config().is_moe()) {
+    throw InputError("train.moe_curriculum needs an MoE model; " +
+                     (c.init_from.empty() ? c.model_config : c.init_from) + " is dense");
+  }
+  EpochOrder data(c.epoch_size, c.moe_curriculum, c.run.seed);
+
   // 2. Resume from the newest checkpoint of this run, if any.
   int64_t start_step = 0;
-  double loss_value = 0;
+  double loss_value = 0, train_s = 0;
   if (c.run.resume) {
     if (auto ck = resume_training_checkpoint(run_dir, model, *optimizer)) {
       const nlohmann::json& state = ck->state;
       start_step = state.at("step").get<int64_t>();
       loss_value = state.value("loss", 0.0);
+      train_s = state.value("train_seconds", 0.0);
+      if (state.contains("data_order")) data.restore(state["data_order"]);
       SLOG(kInfo) << "resuming " << run_dir.string() << " from step " << start_step;
     }
   } else if (latest_checkpoint(run_dir)) {
@@ -96,25 +244,27 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
 
   auto checkpoint = [&](int64_t step) {
     return save_training_checkpoint(run_dir, step, model, tok->to_json(), *optimizer,
-                                    {{"step", step}, {"kind", "sft"}, {"loss", loss_value}},
+                                    {{"step", step},
+                                     {"kind", "sft"},
+                                     {"loss", loss_value},
+                                     {"train_seconds", train_s},
+                                     {"data_order", data.state()}},
                                     c.checkpoint.keep);
   };
 
-  // 3. Train. Batch k holds train problems [k*B, (k+1)*B): the data position is a function of the
-  // step, so a resumed run sees exactly the batches the uninterrupted one would.
+  // 3. Train. Batch k holds positions [k*B, (k+1)*B) of the data stream: the data position is a
+  // function of the step, so a resumed run sees exactly the batches the uninterrupted one would.
   telemetry::Progress progress("sft " + c.run.name, c.steps);
   double last_eval_acc = -1;
-  auto t0 = std::chrono::steady_clock::now();
   for (int64_t step = start_step; step < c.steps; ++step) {
+    const auto step_t0 = std::chrono::steady_clock::now();
     std::vector<std::vector<int32_t>> prompts, completions;
+    std::vector<uint64_t> problems;
     for (int i = 0; i < c.batch_size; ++i) {
-      const uint64_t index = static_cast<uint64_t>(step) * c.batch_size + i;
-      tasks::Problem p = tasks::draw_problem(task, c.run.seed, tasks::Split::kTrain, index);
-      std::vector<int32_t> prompt = encoder.prompt_ids(p);
-      std::vector<int32_t> target = encoder.target_ids(p);
-      if (static_cast<int64_t>(prompt.size() + target.size()) > max_len) {
-        target.resize(std::max<int64_t>(0, max_len - static_cast<int64_t>(prompt.size())));
-      }
+      const uint64_t index = data.problem(static_cast<uint64_t>(step) * c.batch_size + i);
+      auto [prompt, target] = demonstration(
+          encoder, tasks::draw_problem(task, c.run.seed, tasks::Split::kTrain, index), max_len);
+      problems.push_back(index);
       prompts.push_back(std::move(prompt));
       completions.push_back(std::move(target));
     }
@@ -130,6 +280,7 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
     set_lr(*optimizer, lr);
     optimizer->zero_grad();
     loss_value = 0;
+    MoeStepStats moe_stats;
     for (const auto& micro : pack_by_token_budget(lengths, c.micro_batch_tokens)) {
       std::vector<std::vector<int32_t>> mp, mc;
       for (size_t i : micro) mp.push_back(prompts[i]), mc.push_back(completions[i]);
@@ -138,9 +289,20 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
       const double total = static_cast<double>(std::max<int64_t>(1, total_tokens));
       // The router losses are means over the micro-batch: weighted by its share of the tokens.
       auto loss = -(out.logprobs * batch.completion).sum() / total +
-                  c.moe.loss(out.moe) * (batch.completion.sum().item<double>() / total);
+                  c.moe.loss(out.moe) * (batch.num_completion_tokens / total);
       loss.backward();
       loss_value += loss.item<double>();
+      if (out.moe) {
+        moe_stats.add(*out.moe, c.moe.aux_top1_only, batch.num_completion_tokens);
+        if (data.curriculum()) {
+          const torch::Tensor rows = out.moe->two_expert_by_row.to(torch::kFloat64).contiguous();
+          const int64_t L = rows.size(1);
+          for (size_t b = 0; b < micro.size(); ++b) {
+            const double* r = rows.data_ptr<double>() + static_cast<int64_t>(b) * L;
+            data.observe(problems[micro[b]], RoutingProfile(r, r + L));
+          }
+        }
+      }
     }
     if (!std::isfinite(loss_value)) {
       auto last = latest_checkpoint(run_dir);
@@ -153,18 +315,24 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
       throw RuntimeFailure("sft gradient norm is not finite at step " + std::to_string(step));
     }
     optimizer->step();
+    train_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - step_t0).count();
 
     const int64_t done = step + 1;
-    nlohmann::json rec = {{"step", done},
-                          {"loss", loss_value},
-                          {"lr", lr},
-                          {"grad_norm", grad_norm},
-                          {"tokens", total_tokens}};
-    if (c.eval_every > 0 && done % c.eval_every == 0 && done < c.steps && c.eval.n > 0) {
+    nlohmann::json rec = {
+        {"step", done},           {"loss", loss_value},     {"lr", lr},
+        {"grad_norm", grad_norm}, {"tokens", total_tokens}, {"train_seconds", train_s}};
+    if (moe_stats.micro_batches > 0) rec["moe"] = moe_stats.to_json();
+    if (c.eval_every > 0 && done % c.eval_every == 0 && done < c.steps) {
       torch::NoGradGuard no_grad;
-      EvalResult er = evaluate(model, encoder, task, c.eval);
-      last_eval_acc = er.accuracy;
-      rec["eval"] = er.to_json();
+      if (c.eval.n > 0) {
+        EvalResult er = evaluate(model, encoder, task, c.eval);
+        last_eval_acc = er.accuracy;
+        rec["eval"] = er.to_json();
+      }
+      if (c.eval_loss_n > 0) {
+        rec["eval_loss"] =
+            heldout_loss(model, encoder, task, c.eval.seed, c.eval_loss_n, c.micro_batch_tokens);
+      }
     }
     if (c.log_every > 0 && (done % c.log_every == 0 || done == c.steps)) metrics.write(rec);
     char status[64];
@@ -176,8 +344,6 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
       checkpoint(done);
   }
   progress.finish();
-  const double train_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   // 4. Final checkpoint (also as <run>/final for a stable path) and held-out evaluation.
   checkpoint(c.steps);
@@ -189,12 +355,20 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
                            {"resumed_from_step", start_step},
                            {"final_loss", loss_value},
                            {"train_seconds", train_s}};
+  nlohmann::json final_rec = {{"step", c.steps}};
   if (c.eval.n > 0) {
     torch::NoGradGuard no_grad;
     EvalResult er = evaluate(model, encoder, task, c.eval);
     result["eval"] = er.to_json();
-    metrics.write({{"step", c.steps}, {"final_eval", er.to_json()}});
+    final_rec["final_eval"] = er.to_json();
   }
+  if (c.eval_loss_n > 0) {
+    const double loss =
+        heldout_loss(model, encoder, task, c.eval.seed, c.eval_loss_n, c.micro_batch_tokens);
+    result["eval_loss"] = loss;
+    final_rec["final_eval_loss"] = loss;
+  }
+  if (final_rec.size() > 1) metrics.write(final_rec);
   return result;
 }
 

@@ -27,17 +27,31 @@ struct SftConfig {
   int steps = 1000;
   int batch_size = 32;            // sequences per optimizer step
   int micro_batch_tokens = 4096;  // padded tokens per forward/backward (gradient accumulation)
-  OptimConfig optim;              // optim.total_steps is set to `steps`
+  // train.epoch_size: 0 draws new train problems at every step (an endless stream); N > 0 trains
+  // epochs over the first N train problems, each epoch in a new seeded order.
+  int epoch_size = 0;
+  // train.moe_curriculum (MoE models, epoch_size > 0): from the second epoch on, order the epoch by
+  // the routing complexity each problem showed when last trained (rl/moe_curriculum.h).
+  bool moe_curriculum = false;
+  OptimConfig optim;  // optim.total_steps is set to `steps`
   // periodic work (0 disables)
   int log_every = 10;
   int eval_every = 0;
   EvalConfig eval;  // held-out evaluation at eval_every and at the end
+  // eval.loss_n: held-out problems whose demonstration loss (token-mean NLL) is measured at
+  // eval_every and at the end, as "eval_loss"; 0 = none.
+  int eval_loss_n = 0;
   CheckpointOptions checkpoint{.every = 200};
 
   // Reads the `run`, `model`, `data`, `train`, `eval` and `checkpoint` sections and checks that no
   // unknown key is left. Throws InputError for bad values.
   static SftConfig from_config(const core::Config& config);
 };
+
+// Token-mean NLL of the demonstrations of held-out problems 0 .. n-1 (the task's eval split drawn
+// with `seed`), in micro-batches of `micro_batch_tokens` padded tokens. No gradient.
+double heldout_loss(model::CausalLM& model, const PromptEncoder& encoder, const tasks::Task& task,
+                    uint64_t seed, int n, int micro_batch_tokens);
 
 // Runs (or resumes) SFT. Returns {"final_loss", "steps", "checkpoint", "eval": {...}, ...}.
 // Throws RuntimeFailure when the loss becomes NaN/inf (the last good checkpoint is kept).

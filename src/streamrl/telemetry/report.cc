@@ -248,6 +248,51 @@ std::string pass_at_k_table(const json& before, const json& after) {
   return o.str() + "</table>";
 }
 
+// MoE policies: per-layer two-expert share and expert load (max/mean), and the routing mismatch
+// between trainer and engine, from the "moe" entries of the records; empty for dense runs.
+std::string moe_section(const std::vector<json>& records) {
+  static const char* kColors[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2",
+                                  "#59a14f", "#edc948", "#b07aa1", "#9c755f"};
+  std::vector<Series> share, load;
+  Series mismatch{"trainer vs engine", "#e15759", {}}, aux{"load-balancing loss", "#4e79a7", {}};
+  const json* last = nullptr;
+  for (const auto& r : records) {
+    if (!r.contains("moe") || !r["moe"].is_object()) continue;
+    const json& m = r["moe"];
+    const double step = num(r, "step");
+    auto add_layers = [&](const char* key, std::vector<Series>* out) {
+      if (!m.contains(key) || !m[key].is_array()) return;
+      for (size_t l = 0; l < m[key].size(); ++l) {
+        if (out->size() <= l) {
+          out->push_back({"layer " + std::to_string(l), kColors[l % 8], {}});
+        }
+        (*out)[l].points.push_back({step, m[key][l].is_number() ? m[key][l].get<double>() : NAN});
+      }
+    };
+    add_layers("two_expert_share", &share);
+    add_layers("expert_load", &load);
+    mismatch.points.push_back({step, num(m, "routing_mismatch")});
+    aux.points.push_back({step, num(m, "aux_loss")});
+    last = &r;
+  }
+  if (!last) return "";
+  std::ostringstream o;
+  const json& m = (*last)["moe"];
+  o << "<h2>Mixture of experts</h2><p>routing replay <b>"
+    << (m.value("routing_replay", false) ? "on" : "off") << "</b>, curriculum <b>"
+    << (m.value("curriculum", false) ? "on" : "off") << "</b>";
+  if (std::isfinite(num(m, "routing_mismatch"))) {
+    o << "; last iteration: " << fmt(100 * num(m, "routing_mismatch"), 3)
+      << "% of token-layer routings differ between trainer and engine";
+  }
+  o << ".</p>";
+  o << line_chart("share of tokens on two experts", share, "iteration");
+  o << line_chart("expert load (busiest / mean)", load, "iteration");
+  o << line_chart("routing mismatch", {mismatch}, "iteration");
+  o << line_chart("router loss", {aux}, "iteration");
+  return o.str();
+}
+
 }  // namespace
 
 std::string render_report(const fs::path& run_dir) {
@@ -308,6 +353,7 @@ std::string render_report(const fs::path& run_dir) {
   o << line_chart("response length (tokens)", {len_mean, len_p90, len_max}, "iteration");
   o << line_chart("throughput", {sps}, "iteration");
   if (!first_eval.is_null()) o << pass_at_k_table(first_eval, last_eval);
+  o << moe_section(iterations);
 
   // Stage times of the last iterations.
   o << "<h2>Stage seconds, last iterations</h2><table><tr><th>iteration</th><th>generate</th>"
