@@ -5,6 +5,7 @@
 #include "engine_throughput.h"
 #include "learning_bench.h"
 #include "model_speed.h"
+#include "moe_bench.h"
 #include "rl_modes_bench.h"
 #include "serve_bench.h"
 #include "skew_bench.h"
@@ -28,6 +29,10 @@ const std::vector<Benchmark>& all_benchmarks() {
        run_learning, true},
       {"model_speed", "training fwd+bwd and decode tokens/s of the tiny model vs the GEMM roofline",
        run_model_speed},
+      {"moe",
+       "tiny MoE SFT: top-2 vs adaptive gating (T 0.1, 0.2) +- curriculum, time to the same "
+       "held-out loss; async RL with and without routing replay",
+       run_moe_bench, true},
       {"rl_modes", "colocate / disagg / stream / async on the same GRPO workload and cores",
        run_rl_modes, true},
       {"serve",
