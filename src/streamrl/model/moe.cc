@@ -88,8 +88,8 @@ MoeBlockImpl::MoeBlockImpl(const ModelConfig& c)
 
 Tensor routing_ids(const Routing& r) { return r.expert.masked_fill(~r.used, -1); }
 
-Routing MoeBlockImpl::route_tokens(const Tensor& x, MoeLayerTrace* trace, const Tensor& forced,
-                                   bool apply) {
+Routing MoeBlockImpl::route_tokens(const Tensor& x, const GatingConfig& gating,
+                                   MoeLayerTrace* trace, const Tensor& forced, bool apply) {
   Tensor logits = router_->forward(x);
   Tensor probs = torch::softmax(logits.to(torch::kFloat32), -1);
   // Routing decisions are not differentiated; the combine weights are (through probs).
@@ -97,7 +97,7 @@ Routing MoeBlockImpl::route_tokens(const Tensor& x, MoeLayerTrace* trace, const 
   int64_t replayed = 0, differed = 0;
   {
     torch::NoGradGuard no_grad;
-    r = route(probs.detach(), k_, normalise_, gating_);
+    r = route(probs.detach(), k_, normalise_, gating);
     if (forced.defined()) {
       TORCH_CHECK(forced.dim() == 2 && forced.size(0) == x.size(0),
                   "routing replay: forced routing must be [N, K], got ", forced.sizes());
@@ -135,8 +135,7 @@ Tensor MoeBlockImpl::shared(const Tensor& x) {
 
 Tensor MoeBlockImpl::forward(const Tensor& x, const GatingConfig& gating, MoeLayerTrace* trace,
                              const Tensor& forced, bool apply) {
-  gating_ = gating;
-  const Routing r = route_tokens(x, trace, forced, apply);
+  const Routing r = route_tokens(x, gating, trace, forced, apply);
   const int64_t N = x.size(0), K = r.expert.size(1);
   // The used (token, expert) pairs, sorted by expert: each expert's tokens are one slice.
   Tensor token = torch::arange(N, torch::kLong).repeat_interleave(K);
@@ -172,8 +171,7 @@ Tensor MoeBlockImpl::forward(const Tensor& x, const GatingConfig& gating, MoeLay
 }
 
 Tensor MoeBlockImpl::forward_dense_reference(const Tensor& x, const GatingConfig& gating) {
-  gating_ = gating;
-  const Routing r = route_tokens(x, nullptr);
+  const Routing r = route_tokens(x, gating, nullptr);
   // [N, E] combine weights, zero for experts a token does not use.
   Tensor w = torch::zeros({x.size(0), static_cast<int64_t>(experts_.size())}, torch::kFloat32)
                  .scatter_add(1, r.expert, r.weight);
@@ -228,6 +226,42 @@ MoeAuxLosses moe_aux_losses(const std::vector<MoeLayerTrace>& traces, const Tens
     a.two_expert_by_row = torch::stack(by_row, 1) / per_row;
   }
   return a;
+}
+
+void MoeStats::add(const MoeAuxLosses& aux, bool aux_top1_only, int64_t tokens) {
+  const double w = static_cast<double>(tokens);
+  const size_t L = aux.two_expert_share.size();
+  two_expert_share_.resize(L, 0.0);
+  expert_load_.resize(L, 0.0);
+  for (size_t l = 0; l < L; ++l) {
+    two_expert_share_[l] += aux.two_expert_share[l] * w;
+    expert_load_[l] += aux.expert_load[l] * w;
+  }
+  const Tensor lb = (aux_top1_only ? aux.load_balance_top1 : aux.load_balance).detach() * w;
+  const Tensor z = aux.z_loss.detach() * w;
+  aux_loss_ = aux_loss_.defined() ? aux_loss_ + lb : lb;
+  z_loss_ = z_loss_.defined() ? z_loss_ + z : z;
+  tokens_ += tokens;
+  replayed_ += aux.replayed;
+  differed_ += aux.differed;
+}
+
+nlohmann::json MoeStats::to_json(bool routing) const {
+  const double n = static_cast<double>(std::max<int64_t>(1, tokens_));
+  std::vector<double> share = two_expert_share_, load = expert_load_;
+  for (double& v : share) v /= n;
+  for (double& v : load) v /= n;
+  nlohmann::json j = {{"two_expert_share", share},
+                      {"expert_load", load},
+                      {"aux_loss", aux_loss_.defined() ? aux_loss_.item<double>() / n : 0.0},
+                      {"z_loss", z_loss_.defined() ? z_loss_.item<double>() / n : 0.0}};
+  if (routing) {
+    j["routing_mismatch"] =
+        replayed_ > 0
+            ? nlohmann::json(static_cast<double>(differed_) / static_cast<double>(replayed_))
+            : nlohmann::json(nullptr);
+  }
+  return j;
 }
 
 void MoeOptions::read(const core::Config& section) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <torch/torch.h>
+#include <nlohmann/json.hpp>
 
 #include <optional>
 #include <string>
@@ -81,13 +82,12 @@ class MoeBlockImpl : public torch::nn::Module {
     torch::nn::Linear gate{nullptr}, up{nullptr}, down{nullptr};
     torch::Tensor forward(const torch::Tensor& x);
   };
-  Routing route_tokens(const torch::Tensor& x, MoeLayerTrace* trace,
+  Routing route_tokens(const torch::Tensor& x, const GatingConfig& gating, MoeLayerTrace* trace,
                        const torch::Tensor& forced = {}, bool apply = true);
   torch::Tensor shared(const torch::Tensor& x);
 
   int64_t k_;
   bool normalise_;
-  GatingConfig gating_;  // of the current forward
   torch::nn::Linear router_{nullptr};
   std::vector<Expert> experts_;
   Expert shared_expert_;
@@ -114,6 +114,23 @@ struct MoeAuxLosses {
 };
 MoeAuxLosses moe_aux_losses(const std::vector<MoeLayerTrace>& traces, const torch::Tensor& valid,
                             int64_t num_experts);
+
+// Router statistics of one optimizer step over its forwards (micro-batches), each weighted by its
+// tokens: what sft and train log as `moe` in metrics.jsonl.
+class MoeStats {
+ public:
+  // The losses stay tensors until to_json(), so a device step does not wait on each micro-batch.
+  void add(const MoeAuxLosses& aux, bool aux_top1_only, int64_t tokens);
+  bool empty() const { return tokens_ == 0; }
+  // two_expert_share and expert_load per layer, aux_loss, z_loss; routing_mismatch (differed over
+  // replayed token-layer pairs, null when nothing was compared) when `routing` is set.
+  nlohmann::json to_json(bool routing) const;
+
+ private:
+  std::vector<double> two_expert_share_, expert_load_;
+  torch::Tensor aux_loss_, z_loss_;
+  int64_t tokens_ = 0, replayed_ = 0, differed_ = 0;
+};
 
 // The `model.moe` config section of sft and train: how MoE layers route (both in training and in
 // generation) and which router losses training adds. Ignored for dense models.

@@ -74,24 +74,12 @@ IterationRecord iteration_record(const RlRunConfig& c, int64_t it, const Iterati
        {{"generator", std::max(0.0, 1.0 - gen_s / iter_s)},
         {"trainer", std::max(0.0, 1.0 - trainer_busy / iter_s)}}},
   };
-  if (up.moe_tokens > 0) {
-    // How often the trainer's routers disagreed with the engine's on the same tokens (before any
-    // replay): peers found MoE RL unstable when this is high.
-    const double n = static_cast<double>(up.moe_tokens);
-    std::vector<double> share, load;
-    for (double v : up.two_expert_share) share.push_back(v / n);
-    for (double v : up.expert_load) load.push_back(v / n);
-    rec["moe"] = {
-        {"routing_mismatch", up.routing_compared > 0
-                                 ? nlohmann::json(static_cast<double>(up.routing_differed) /
-                                                  static_cast<double>(up.routing_compared))
-                                 : nlohmann::json(nullptr)},
-        {"routing_replay", c.moe.routing_replay},
-        {"curriculum", c.update.moe_curriculum},
-        {"two_expert_share", share},
-        {"expert_load", load},
-        {"aux_loss", up.aux_loss / n},
-        {"z_loss", up.z_loss / n}};
+  if (!up.moe.empty()) {
+    // routing_mismatch: how often the trainer's routers disagreed with the engine's on the same
+    // tokens (before any replay); peers found MoE RL unstable when this is high.
+    rec["moe"] = up.moe.to_json(/*routing=*/true);
+    rec["moe"]["routing_replay"] = c.moe.routing_replay;
+    rec["moe"]["curriculum"] = c.update.moe_curriculum;
   }
   if (loop.ranker_metrics()) rec["ranker"] = *loop.ranker_metrics();
   if (c.dynamic_sampling.enabled) rec["dynamic_sampling"] = loop.dynamic_sampling();

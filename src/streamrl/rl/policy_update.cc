@@ -200,22 +200,7 @@ void PolicyStep::run_micro_batch(const std::vector<const ScoredSample*>& rows) {
     optimizer_.zero_grad();
     throw RuntimeFailure("policy loss is not finite (" + std::to_string(lo.metrics.loss) + ")");
   }
-  if (out.moe) {
-    result_.routing_compared += out.moe->replayed;
-    result_.routing_differed += out.moe->differed;
-    const double w = static_cast<double>(seq.num_completion_tokens);
-    const size_t L = out.moe->two_expert_share.size();
-    result_.two_expert_share.resize(L, 0.0);
-    result_.expert_load.resize(L, 0.0);
-    for (size_t l = 0; l < L; ++l) {
-      result_.two_expert_share[l] += out.moe->two_expert_share[l] * w;
-      result_.expert_load[l] += out.moe->expert_load[l] * w;
-    }
-    const auto& lb = moe_.aux_top1_only ? out.moe->load_balance_top1 : out.moe->load_balance;
-    result_.aux_loss += lb.item<double>() * w;
-    result_.z_loss += out.moe->z_loss.item<double>() * w;
-    result_.moe_tokens += seq.num_completion_tokens;
-  }
+  if (out.moe) result_.moe.add(*out.moe, moe_.aux_top1_only, seq.num_completion_tokens);
   if (out.moe && (moe_.aux_loss_coef > 0 || moe_.z_loss_coef > 0)) {
     // Each term is a sum that finish() divides by the global count, so the router loss (a mean
     // over this micro-batch's tokens) is weighted by the micro-batch's share of that count.

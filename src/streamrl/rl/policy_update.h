@@ -40,14 +40,9 @@ struct UpdateResult {
   int64_t skipped_samples = 0;  // zero-advantage samples that needed no forward/backward
   double seconds = 0;      // forward/backward and optimizer step, excluding waits between add()s
   double cpu_seconds = 0;  // the calling thread's CPU time in the same spans
-  // MoE policies: token-layer pairs whose engine routing was known, and of them those the trainer
-  // routed to another set of experts (before any replay); per MoE layer the share of tokens that
-  // used two or more experts, and the busiest expert's load over the mean, both weighted by
-  // micro-batch completion tokens (moe_tokens); the load-balancing and z losses likewise.
-  int64_t routing_compared = 0, routing_differed = 0;
-  std::vector<double> two_expert_share, expert_load;
-  double aux_loss = 0, z_loss = 0;
-  int64_t moe_tokens = 0;
+  // MoE policies: router statistics weighted by micro-batch completion tokens, and how often the
+  // trainer routed a token to another set of experts than the engine did (before any replay).
+  model::MoeStats moe;
 };
 
 // What the RL loop needs of one trainer step: trajectories in (eagerly as groups complete, or all

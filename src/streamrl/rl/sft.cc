@@ -130,35 +130,21 @@ std::pair<std::vector<int32_t>, std::vector<int32_t>> demonstration(const Prompt
   return {std::move(prompt), std::move(target)};
 }
 
-// Router statistics of one step, summed over its micro-batches.
-struct MoeStepStats {
-  std::vector<double> two_expert_share, expert_load;  // token-weighted / micro-batch means
-  double aux_loss = 0, z_loss = 0;
-  int64_t tokens = 0, micro_batches = 0;
-
-  void add(const model::MoeAuxLosses& a, bool top1_only, int64_t tokens_in_batch) {
-    two_expert_share.resize(a.two_expert_share.size(), 0.0);
-    expert_load.resize(a.expert_load.size(), 0.0);
-    for (size_t l = 0; l < a.two_expert_share.size(); ++l) {
-      two_expert_share[l] += a.two_expert_share[l] * static_cast<double>(tokens_in_batch);
-      expert_load[l] += a.expert_load[l];
-    }
-    aux_loss += (top1_only ? a.load_balance_top1 : a.load_balance).item<double>();
-    z_loss += a.z_loss.item<double>();
-    tokens += tokens_in_batch;
-    micro_batches += 1;
+// Packs demonstrations into micro-batches of at most `budget` tokens and calls fn(batch, indices)
+// on each: the one batching rule of an SFT step and of the held-out loss.
+template <class Fn>
+void for_each_micro_batch(const std::vector<std::vector<int32_t>>& prompts,
+                          const std::vector<std::vector<int32_t>>& targets, int budget, Fn&& fn) {
+  std::vector<int64_t> lengths;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    lengths.push_back(static_cast<int64_t>(prompts[i].size() + targets[i].size()));
   }
-  nlohmann::json to_json() const {
-    std::vector<double> share = two_expert_share, load = expert_load;
-    for (double& v : share) v /= static_cast<double>(std::max<int64_t>(1, tokens));
-    for (double& v : load) v /= static_cast<double>(std::max<int64_t>(1, micro_batches));
-    const double m = static_cast<double>(std::max<int64_t>(1, micro_batches));
-    return {{"two_expert_share", share},
-            {"expert_load", load},
-            {"aux_loss", aux_loss / m},
-            {"z_loss", z_loss / m}};
+  for (const auto& micro : pack_by_token_budget(lengths, budget)) {
+    std::vector<std::vector<int32_t>> mp, mc;
+    for (size_t i : micro) mp.push_back(prompts[i]), mc.push_back(targets[i]);
+    fn(make_sequence_batch(mp, mc), micro);
   }
-};
+}
 
 }  // namespace
 
@@ -167,25 +153,21 @@ double heldout_loss(model::CausalLM& model, const PromptEncoder& encoder, const 
   torch::NoGradGuard no_grad;
   const int64_t max_len = model->config().max_position_embeddings;
   std::vector<std::vector<int32_t>> prompts, targets;
-  std::vector<int64_t> lengths;
   for (int i = 0; i < n; ++i) {
     auto [prompt, target] = demonstration(
         encoder, tasks::draw_problem(task, seed, tasks::Split::kEval, static_cast<uint64_t>(i)),
         max_len);
-    lengths.push_back(static_cast<int64_t>(prompt.size() + target.size()));
     prompts.push_back(std::move(prompt));
     targets.push_back(std::move(target));
   }
   double nll = 0;
   int64_t tokens = 0;
-  for (const auto& micro : pack_by_token_budget(lengths, micro_batch_tokens)) {
-    std::vector<std::vector<int32_t>> mp, mc;
-    for (size_t i : micro) mp.push_back(prompts[i]), mc.push_back(targets[i]);
-    const SequenceBatch batch = make_sequence_batch(mp, mc);
-    const auto out = model->score(batch.tokens, batch.valid);
-    nll -= (out.logprobs * batch.completion).sum().item<double>();
-    tokens += batch.num_completion_tokens;
-  }
+  for_each_micro_batch(prompts, targets, micro_batch_tokens,
+                       [&](const SequenceBatch& batch, const std::vector<size_t>&) {
+                         const auto out = model->score(batch.tokens, batch.valid);
+                         nll -= (out.logprobs * batch.completion).sum().item<double>();
+                         tokens += batch.num_completion_tokens;
+                       });
   return tokens > 0 ? nll / static_cast<double>(tokens) : 0.0;
 }
 
@@ -270,40 +252,36 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
     }
     // Token-mean over the whole batch: each micro-batch adds its summed loss divided by the
     // batch's total completion tokens, so the split does not change the update.
-    std::vector<int64_t> lengths;
     int64_t total_tokens = 0;
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      lengths.push_back(static_cast<int64_t>(prompts[i].size() + completions[i].size()));
-      total_tokens += static_cast<int64_t>(completions[i].size());
-    }
+    for (const auto& t : completions) total_tokens += static_cast<int64_t>(t.size());
     const double lr = lr_at(c.optim, step);
     set_lr(*optimizer, lr);
     optimizer->zero_grad();
     loss_value = 0;
-    MoeStepStats moe_stats;
-    for (const auto& micro : pack_by_token_budget(lengths, c.micro_batch_tokens)) {
-      std::vector<std::vector<int32_t>> mp, mc;
-      for (size_t i : micro) mp.push_back(prompts[i]), mc.push_back(completions[i]);
-      SequenceBatch batch = make_sequence_batch(mp, mc);
-      auto out = model->score(batch.tokens, batch.valid);
-      const double total = static_cast<double>(std::max<int64_t>(1, total_tokens));
-      // The router losses are means over the micro-batch: weighted by its share of the tokens.
-      auto loss = -(out.logprobs * batch.completion).sum() / total +
-                  c.moe.loss(out.moe) * (batch.num_completion_tokens / total);
-      loss.backward();
-      loss_value += loss.item<double>();
-      if (out.moe) {
-        moe_stats.add(*out.moe, c.moe.aux_top1_only, batch.num_completion_tokens);
-        if (data.curriculum()) {
-          const torch::Tensor rows = out.moe->two_expert_by_row.to(torch::kFloat64).contiguous();
-          const int64_t L = rows.size(1);
-          for (size_t b = 0; b < micro.size(); ++b) {
-            const double* r = rows.data_ptr<double>() + static_cast<int64_t>(b) * L;
-            data.observe(problems[micro[b]], RoutingProfile(r, r + L));
+    model::MoeStats moe_stats;
+    for_each_micro_batch(
+        prompts, completions, c.micro_batch_tokens,
+        [&](const SequenceBatch& batch, const auto& micro) {
+          auto out = model->score(batch.tokens, batch.valid);
+          const double total = static_cast<double>(std::max<int64_t>(1, total_tokens));
+          // The router losses are means over the micro-batch: weighted by its share of the tokens.
+          auto loss = -(out.logprobs * batch.completion).sum() / total +
+                      c.moe.loss(out.moe) * (batch.num_completion_tokens / total);
+          loss.backward();
+          loss_value += loss.item<double>();
+          if (out.moe) {
+            moe_stats.add(*out.moe, c.moe.aux_top1_only, batch.num_completion_tokens);
+            if (data.curriculum()) {
+              const torch::Tensor rows =
+                  out.moe->two_expert_by_row.to(torch::kFloat64).contiguous();
+              const int64_t L = rows.size(1);
+              for (size_t b = 0; b < micro.size(); ++b) {
+                const double* r = rows.data_ptr<double>() + static_cast<int64_t>(b) * L;
+                data.observe(problems[micro[b]], RoutingProfile(r, r + L));
+              }
+            }
           }
-        }
-      }
-    }
+        });
     if (!std::isfinite(loss_value)) {
       auto last = latest_checkpoint(run_dir);
       throw RuntimeFailure(
@@ -321,7 +299,7 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
     nlohmann::json rec = {
         {"step", done},           {"loss", loss_value},     {"lr", lr},
         {"grad_norm", grad_norm}, {"tokens", total_tokens}, {"train_seconds", train_s}};
-    if (moe_stats.micro_batches > 0) rec["moe"] = moe_stats.to_json();
+    if (!moe_stats.empty()) rec["moe"] = moe_stats.to_json(/*routing=*/false);
     if (c.eval_every > 0 && done % c.eval_every == 0 && done < c.steps) {
       torch::NoGradGuard no_grad;
       if (c.eval.n > 0) {
