@@ -49,6 +49,12 @@ std::unique_ptr<torch::optim::AdamW> make_adamw(torch::nn::Module& model, const 
   return std::make_unique<torch::optim::AdamW>(groups, torch::optim::AdamWOptions(c.lr));
 }
 
+void clear_grads(torch::optim::Optimizer& optimizer) {
+  for (auto& group : optimizer.param_groups()) {
+    for (auto& p : group.params()) p.mutable_grad() = torch::Tensor();
+  }
+}
+
 void set_lr(torch::optim::Optimizer& optimizer, double lr) {
   for (auto& group : optimizer.param_groups()) {
     static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);

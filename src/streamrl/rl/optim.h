@@ -31,6 +31,13 @@ double lr_at(const OptimConfig& config, int64_t step);
 std::unique_ptr<torch::optim::AdamW> make_adamw(torch::nn::Module& model,
                                                 const OptimConfig& config);
 
+// Drops every parameter's gradient (PyTorch's zero_grad(set_to_none=True); libtorch 1.13's
+// zero_grad() keeps zero-filled ones). A parameter no token reached in a step, such as an MoE
+// expert nobody was routed to, then gets no AdamW update, the same whether or not the run was
+// resumed: a kept zero gradient would still move it by its momentum, but only in a process that
+// had used it before.
+void clear_grads(torch::optim::Optimizer& optimizer);
+
 // Sets every parameter group's learning rate.
 void set_lr(torch::optim::Optimizer& optimizer, double lr);
 

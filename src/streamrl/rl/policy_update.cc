@@ -85,7 +85,7 @@ PolicyStep::PolicyStep(model::CausalLM& model, torch::optim::Optimizer& optimize
     : model_(model), optimizer_(optimizer), loss_(loss), config_(config) {
   const bool kl_in_loss = loss.kl.placement == KlPlacement::kLoss && loss.kl.coef > 0;
   skip_zero_advantage_ = !kl_in_loss && loss.entropy_coef == 0;
-  optimizer_.zero_grad();
+  clear_grads(optimizer_);
 }
 
 void PolicyStep::add(std::vector<ScoredSample> samples, bool eager) {
@@ -197,7 +197,7 @@ void PolicyStep::run_micro_batch(const std::vector<const ScoredSample*>& rows) {
   const LossDenominator unit{1.0, 1.0, loss_.loss_agg_t_const};
   PolicyLossOutput lo = compute_policy_loss(in, loss_, unit);
   if (!std::isfinite(lo.metrics.loss)) {
-    optimizer_.zero_grad();
+    clear_grads(optimizer_);
     throw RuntimeFailure("policy loss is not finite (" + std::to_string(lo.metrics.loss) + ")");
   }
   if (out.moe) result_.moe.add(*out.moe, moe_.aux_top1_only, seq.num_completion_tokens);
@@ -263,7 +263,7 @@ UpdateResult PolicyStep::finish(double lr, double grad_clip) {
   set_lr(optimizer_, lr);
   result_.grad_norm = clip_grad_norm(*model_, grad_clip);
   if (!std::isfinite(result_.grad_norm)) {
-    optimizer_.zero_grad();
+    clear_grads(optimizer_);
     throw RuntimeFailure("gradient norm is not finite (" + std::to_string(result_.grad_norm) + ")");
   }
   optimizer_.step();

@@ -256,7 +256,7 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
     for (const auto& t : completions) total_tokens += static_cast<int64_t>(t.size());
     const double lr = lr_at(c.optim, step);
     set_lr(*optimizer, lr);
-    optimizer->zero_grad();
+    clear_grads(*optimizer);
     loss_value = 0;
     model::MoeStats moe_stats;
     for_each_micro_batch(
@@ -264,9 +264,11 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
         [&](const SequenceBatch& batch, const auto& micro) {
           auto out = model->score(batch.tokens, batch.valid);
           const double total = static_cast<double>(std::max<int64_t>(1, total_tokens));
-          // The router losses are means over the micro-batch: weighted by its share of the tokens.
-          auto loss = -(out.logprobs * batch.completion).sum() / total +
-                      c.moe.loss(out.moe) * (batch.num_completion_tokens / total);
+          auto loss = -(out.logprobs * batch.completion).sum() / total;
+          if (out.moe) {
+            // The router losses are means over the micro-batch: weighted by its share of tokens.
+            loss = loss + c.moe.loss(out.moe) * (batch.num_completion_tokens / total);
+          }
           loss.backward();
           loss_value += loss.item<double>();
           if (out.moe) {
