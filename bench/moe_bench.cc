@@ -58,22 +58,22 @@ struct SftShape {
 };
 
 std::string sft_yaml(const fs::path& root, const std::string& name, const Variant& v,
-                     const SftShape& s) {
+                     const SftShape& s, int steps) {
   std::ostringstream y;
   y << "run: {name: " << name << ", dir: " << root.string()
-    << ", seed: 0, threads: 1, resume: false}\n"
+    << ", seed: 0, threads: 1, resume: true}\n"
     << "model:\n  config: " << source_path("configs/model/tiny_moe.json").string()
     << "\n  tokenizer: char\n"
     << "  moe: {gating: " << v.gating << ", threshold: " << v.threshold
     << ", aux_loss: top1, aux_loss_coef: 0.01, z_loss_coef: 0.001}\n"
     << "data: {task: sum}\n"
-    << "train:\n  steps: " << s.steps << "\n  batch_size: " << s.batch_size
+    << "train:\n  steps: " << steps << "\n  batch_size: " << s.batch_size
     << "\n  epoch_size: " << s.epoch_size
     << "\n  moe_curriculum: " << (v.curriculum ? "true" : "false")
     << "\n  micro_batch_tokens: 4096\n  log_every: 1\n"
     << "  optim: {lr: 3.0e-3, warmup_steps: 20, min_lr_ratio: 0.05, weight_decay: 0.01, "
        "grad_clip: 1.0}\n"
-    << "eval: {every: " << s.eval_every << ", n: 0, loss_n: " << s.loss_n << "}\n"
+    << "eval: {every: 0, n: 0, loss_n: " << s.loss_n << "}\n"
     << "checkpoint: {every: 0, keep: 1}\n";
   return y.str();
 }
@@ -100,37 +100,57 @@ struct SftRun {
   fs::path checkpoint;
 };
 
-SftRun run_sft_variant(const fs::path& root, const std::string& name, const Variant& v,
-                       const SftShape& shape) {
-  const core::Config cfg = core::Config::from_string(sft_yaml(root, name, v, shape));
-  const json result = rl::run_sft(rl::SftConfig::from_config(cfg), cfg.resolved_yaml());
-  SftRun r;
-  r.checkpoint = result.at("checkpoint").get<std::string>();
-  r.final_eval_loss = result.at("eval_loss").get<double>();
-  r.train_seconds = result.at("train_seconds").get<double>();
-  r.final_train_loss = result.at("final_loss").get<double>();
+// Trains `name` on to `steps` of the recipe's `shape.steps` (resuming its checkpoint; the cosine
+// schedule spans the whole recipe, so chunks train exactly as one run would) and adds the held-out
+// loss there to its curve.
+void sft_chunk(const fs::path& root, const std::string& name, const Variant& v,
+               const SftShape& shape, int steps, SftRun* run) {
+  const core::Config cfg = core::Config::from_string(sft_yaml(root, name, v, shape, steps));
+  rl::SftConfig c = rl::SftConfig::from_config(cfg);
+  c.optim.total_steps = shape.steps;
+  const json result = rl::run_sft(c, cfg.resolved_yaml());
+  run->checkpoint = result.at("checkpoint").get<std::string>();
+  run->final_eval_loss = result.at("eval_loss").get<double>();
+  run->train_seconds = result.at("train_seconds").get<double>();
+  run->final_train_loss = result.at("final_loss").get<double>();
+  run->eval_curve.push_back({run->train_seconds, run->final_eval_loss});
+}
+
+// The router statistics of a finished run, averaged over its steps.
+void read_router_stats(const fs::path& run_dir, const Variant& v, SftRun* r) {
   int steps = 0;
-  for (const json& rec : telemetry::MetricsLog::read(root / name / "metrics.jsonl")) {
-    if (rec.contains("eval_loss")) {
-      r.eval_curve.push_back({rec["train_seconds"].get<double>(), rec["eval_loss"].get<double>()});
-    }
+  for (const json& rec : telemetry::MetricsLog::read(run_dir / "metrics.jsonl")) {
     if (!rec.contains("moe")) continue;
     const auto share = rec["moe"]["two_expert_share"].get<std::vector<double>>();
     const auto load = rec["moe"]["expert_load"].get<std::vector<double>>();
-    r.two_expert_share.resize(share.size(), 0.0);
-    r.expert_load.resize(load.size(), 0.0);
-    for (size_t l = 0; l < share.size(); ++l) r.two_expert_share[l] += share[l];
-    for (size_t l = 0; l < load.size(); ++l) r.expert_load[l] += load[l];
+    r->two_expert_share.resize(share.size(), 0.0);
+    r->expert_load.resize(load.size(), 0.0);
+    for (size_t l = 0; l < share.size(); ++l) r->two_expert_share[l] += share[l];
+    for (size_t l = 0; l < load.size(); ++l) r->expert_load[l] += load[l];
     ++steps;
   }
-  r.eval_curve.push_back({r.train_seconds, r.final_eval_loss});
   double experts = 0;
-  for (double& s : r.two_expert_share) s /= std::max(1, steps), experts += 1 + s;
-  for (double& l : r.expert_load) l /= std::max(1, steps);
+  for (double& s : r->two_expert_share) s /= std::max(1, steps), experts += 1 + s;
+  for (double& l : r->expert_load) l /= std::max(1, steps);
   // top-2 always uses two experts per token; adaptive one plus its two-expert share.
-  r.flop_ratio =
-      v.gating == "topk" ? 1.0 : experts / (2.0 * std::max<size_t>(1, r.two_expert_share.size()));
-  return r;
+  r->flop_ratio =
+      v.gating == "topk" ? 1.0 : experts / (2.0 * std::max<size_t>(1, r->two_expert_share.size()));
+}
+
+// One round: every variant trained from the same init, interleaved in chunks of
+// `shape.eval_every` steps (A B C D E A B ...) so that a drift in the machine's load falls on all
+// of them alike rather than on whichever ran last.
+std::map<std::string, SftRun> run_sft_round(const fs::path& root, int round,
+                                            const SftShape& shape) {
+  std::map<std::string, SftRun> runs;
+  auto name = [&](const Variant& v) { return v.name + "_r" + std::to_string(round); };
+  for (int steps = std::min(shape.eval_every, shape.steps);;
+       steps = std::min(steps + shape.eval_every, shape.steps)) {
+    for (const Variant& v : variants()) sft_chunk(root, name(v), v, shape, steps, &runs[v.name]);
+    if (steps == shape.steps) break;
+  }
+  for (const Variant& v : variants()) read_router_stats(root / name(v), v, &runs[v.name]);
+  return runs;
 }
 
 // One async RL run of the MoE policy from `init_from`: per-iteration reward and routing mismatch.
@@ -190,19 +210,15 @@ json run_moe_bench(const BenchOptions& options) {
       fs::temp_directory_path() / ("streamrl_bench_moe_" + std::to_string(::getpid()));
   fs::remove_all(root);
   fs::create_directories(root);
-  const SftShape shape = options.quick ? SftShape{6, 4, 8, 3, 8} : SftShape{240, 16, 960, 20, 128};
-  const int rounds_n = options.quick ? 1 : 2;
+  const SftShape shape = options.quick ? SftShape{6, 4, 8, 3, 8} : SftShape{240, 16, 960, 10, 128};
+  const int rounds_n = options.quick ? 1 : 3;
   Rounds rounds("moe", 1);
   std::map<std::string, SftRun> last;  // per variant, of the last round
   json rl;
   try {
     for (int r = 0; r < rounds_n; ++r) {
       rounds.begin_round(r);
-      std::map<std::string, SftRun> runs;
-      for (const Variant& v : variants()) {
-        const std::string name = v.name + "_r" + std::to_string(r);
-        runs[v.name] = run_sft_variant(root, name, v, shape);
-      }
+      std::map<std::string, SftRun> runs = run_sft_round(root, r, shape);
       const double target = runs["top2"].final_eval_loss * kSameLoss;
       const double top2_time = time_to_loss(runs["top2"].eval_curve, target);
       for (const Variant& v : variants()) {
