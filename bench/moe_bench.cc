@@ -93,11 +93,13 @@ double time_to_loss(const std::vector<std::pair<double, double>>& curve, double 
 
 struct SftRun {
   std::vector<std::pair<double, double>> eval_curve;  // (train seconds, held-out loss)
-  double final_eval_loss = 0, train_seconds = 0, final_train_loss = 0;
-  std::vector<double> two_expert_share;  // per layer, mean over all steps
-  std::vector<double> expert_load;       // per layer, mean over all steps
+  std::vector<double> two_expert_share;               // per layer, mean over all steps
+  std::vector<double> expert_load;                    // per layer, mean over all steps
   double flop_ratio = 0;  // expert GEMM work per token over top-2's: mean experts per token / 2
   fs::path checkpoint;
+
+  double final_eval_loss() const { return eval_curve.back().second; }
+  double train_seconds() const { return eval_curve.back().first; }
 };
 
 // Trains `name` on to `steps` of the recipe's `shape.steps` (resuming its checkpoint; the cosine
@@ -110,10 +112,8 @@ void sft_chunk(const fs::path& root, const std::string& name, const Variant& v,
   c.optim.total_steps = shape.steps;
   const json result = rl::run_sft(c, cfg.resolved_yaml());
   run->checkpoint = result.at("checkpoint").get<std::string>();
-  run->final_eval_loss = result.at("eval_loss").get<double>();
-  run->train_seconds = result.at("train_seconds").get<double>();
-  run->final_train_loss = result.at("final_loss").get<double>();
-  run->eval_curve.push_back({run->train_seconds, run->final_eval_loss});
+  run->eval_curve.push_back(
+      {result.at("train_seconds").get<double>(), result.at("eval_loss").get<double>()});
 }
 
 // The router statistics of a finished run, averaged over its steps.
@@ -219,15 +219,15 @@ json run_moe_bench(const BenchOptions& options) {
     for (int r = 0; r < rounds_n; ++r) {
       rounds.begin_round(r);
       std::map<std::string, SftRun> runs = run_sft_round(root, r, shape);
-      const double target = runs["top2"].final_eval_loss * kSameLoss;
+      const double target = runs["top2"].final_eval_loss() * kSameLoss;
       const double top2_time = time_to_loss(runs["top2"].eval_curve, target);
       for (const Variant& v : variants()) {
         const SftRun& s = runs[v.name];
-        rounds.add("eval_loss." + v.name, s.final_eval_loss);
-        rounds.add("train_seconds." + v.name, s.train_seconds);
+        rounds.add("eval_loss." + v.name, s.final_eval_loss());
+        rounds.add("train_seconds." + v.name, s.train_seconds());
         rounds.add("flop_ratio." + v.name, s.flop_ratio);
         rounds.add("eval_loss_delta." + v.name,
-                   s.final_eval_loss / runs["top2"].final_eval_loss - 1.0);
+                   s.final_eval_loss() / runs["top2"].final_eval_loss() - 1.0);
         const double t = time_to_loss(s.eval_curve, target);
         // Never reaching top-2's loss within the same tokens counts as no speed-up at all.
         rounds.add("speedup." + v.name, std::isfinite(t) ? top2_time / t : 0.0);
