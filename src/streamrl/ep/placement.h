@@ -1,0 +1,62 @@
+// Lina's inference placement (arXiv 2210.17223, section 5): tokens that shared experts in the last
+// few layers tend to pick the same experts next, so per-layer popularity tables keyed by a token's
+// recent expert path predict each expert's load before the gate runs; hot experts are then
+// replicated and cold ones packed onto shared ranks (first-fit decreasing).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <vector>
+
+namespace streamrl::ep {
+
+// Psi tables: for each layer and each path of the experts a token chose at the `path_length`
+// layers before it, the empirical distribution of its expert at that layer.
+class PathPopularity {
+ public:
+  PathPopularity(int num_layers, int num_experts, int path_length = 3);
+
+  // One token's routing trace: its (top-1) expert at every layer.
+  void add_trace(const std::vector<int>& experts_by_layer);
+
+  // Predicted share of `tokens` each expert gets at `layer`; tokens[t] holds token t's experts at
+  // the layers before `layer`. Each token adds the top-k of its path's distribution, weighted by
+  // their probabilities (renormalised); an unseen path falls back to the layer's overall
+  // distribution. Layers before the path length use the overall distribution alone.
+  std::vector<double> predict(int layer, const std::vector<std::vector<int>>& tokens,
+                              int k = 1) const;
+
+  int num_experts() const { return num_experts_; }
+
+ private:
+  std::vector<double> distribution(int layer, const std::vector<int>& path) const;
+
+  int num_layers_, num_experts_, path_length_;
+  std::vector<std::map<std::vector<int>, std::vector<int64_t>>> counts_;  // per layer, per path
+  std::vector<std::vector<int64_t>> overall_;                             // per layer
+};
+
+// The experts of the `m` largest entries (ties to the lower id), sorted.
+std::vector<int> top_set(const std::vector<double>& load, int m);
+
+// One rank's experts and the share of the layer's tokens each replica there serves.
+struct RankLoad {
+  std::vector<int> experts;
+  std::vector<double> shares;
+  double load() const;
+};
+
+// Places `popularity` (shares summing to 1) on `ranks` ranks: n_e = ranks * share; experts with
+// n_e > 1 get round(n_e) dedicated replicas splitting their tokens, the others are packed first-fit
+// decreasing into the remaining ranks (capacity 1, at most `max_per_rank` experts each; what fits
+// nowhere goes to the least-loaded rank with room). Every expert lands somewhere.
+std::vector<RankLoad> place_experts(const std::vector<double>& popularity, int ranks,
+                                    int max_per_rank = 4);
+
+// The static placement Lina is compared with: expert e on rank e % ranks.
+std::vector<RankLoad> static_placement(const std::vector<double>& popularity, int ranks);
+
+// The busiest rank's share of the tokens: the layer's latency is set by it.
+double max_rank_load(const std::vector<RankLoad>& placement);
+
+}  // namespace streamrl::ep

@@ -1,0 +1,43 @@
+// One rank's backward pass of an expert-parallel MoE step, with its all-to-alls and gradient
+// all-reduces sharing one link (Lina, arXiv 2210.17223): a discrete-event simulation where the ops
+// in flight split the bandwidth evenly and ep::CommScheduler decides what is launched, so the
+// planner projects the same rule the runtime runs.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "streamrl/ep/comm_scheduler.h"
+
+namespace streamrl::planner {
+
+// One decoder layer's backward, in backward order (last layer first).
+struct BackwardLayer {
+  double compute_s = 0;        // attention and norms, after which `gradient_bytes` is ready
+  int64_t gradient_bytes = 0;  // all-reduced over data parallelism
+  bool moe = false;
+  double combine_s = 0;                     // the combine's backward, before the first all-to-all
+  int64_t tokens = 0, bytes_per_token = 0;  // each of the two all-to-alls
+  double expert_s = 0;                      // expert FFN backward, between the all-to-alls
+  int64_t expert_gradient_bytes = 0;        // all-reduced within the expert's replica group
+};
+
+struct Link {
+  double bytes_per_s = 12.5e9;  // 100 Gb/s, the paper's testbed
+  double op_latency_s = 20e-6;  // per launched micro-op
+};
+
+struct LinkSimResult {
+  double backward_s = 0;          // until the last gradient is reduced
+  double compute_end_s = 0;       // the last compute's end
+  double all_to_all_s = 0;        // summed over all-to-alls, submit to last chunk landed
+  double all_to_all_alone_s = 0;  // the same on an idle link: the ideal
+};
+
+LinkSimResult simulate_backward(const std::vector<BackwardLayer>& layers, const Link& link,
+                                const ep::SchedulerOptions& options);
+
+nlohmann::json to_json(const LinkSimResult& r);
+
+}  // namespace streamrl::planner
