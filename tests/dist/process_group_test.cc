@@ -17,7 +17,7 @@
 #include <filesystem>
 #include <thread>
 
-#include "run_binary.h"
+#include "launch_fixtures.h"
 #include "streamrl/core/errors.h"
 #include "streamrl/dist/launcher.h"
 #include "streamrl/model/transformer.h"
@@ -26,17 +26,10 @@ namespace streamrl::dist {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr const char* kWorkerEnv = "STREAMRL_DIST_WORKER";
 
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
-
-// Worker tests run only inside `streamrl launch` started by a driver test below.
-#define REQUIRE_WORKER()                                                           \
-  if (std::getenv(kWorkerEnv) == nullptr || std::getenv("RANK") == nullptr) {      \
-    GTEST_SKIP() << "runs as a rank under streamrl launch (see the Launch tests)"; \
-  }
 
 model::CausalLM tiny_model(uint64_t seed) {
   model::ModelConfig c;
@@ -203,20 +196,8 @@ TEST(DpWorker, SilentPeerTimesOut) {
   _exit(3);  // a failing rank: the launcher must stop the silent one
 }
 
-// Runs the DpWorker test `name` as 2 ranks under `streamrl launch`.
-testing_util::RunResult launch_workers(const std::string& name, int timeout_s = 60) {
-  setenv(kWorkerEnv, "1", 1);
-  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
-  auto r = testing_util::run_streamrl(
-      {"launch", "--nproc", "2", "--grace", "1", "--timeout", std::to_string(timeout_s),
-       "--program", self, "--", "--gtest_filter=DpWorker." + name},
-      timeout_s + 30);
-  unsetenv(kWorkerEnv);
-  return r;
-}
-
 TEST(Launch, DataParallelTwoRanksMatchOneRank) {
-  auto r = launch_workers("DataParallelStepMatchesSingleProcess");
+  auto r = launch_workers("DpWorker.DataParallelStepMatchesSingleProcess");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("[rank 0] dp2 vs dp1"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("[rank 1] dp2 vs dp1"), std::string::npos) << r.output;
@@ -224,13 +205,13 @@ TEST(Launch, DataParallelTwoRanksMatchOneRank) {
 }
 
 TEST(Launch, BytesTravelBetweenRanks) {
-  auto r = launch_workers("BytesTravelBetweenRanks");
+  auto r = launch_workers("DpWorker.BytesTravelBetweenRanks");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("[rank 1] bytes exchanged on rank 1"), std::string::npos) << r.output;
 }
 
 TEST(Launch, RanksWithDifferentWeightsAreCaught) {
-  auto r = launch_workers("RanksWithDifferentWeightsAreCaught");
+  auto r = launch_workers("DpWorker.RanksWithDifferentWeightsAreCaught");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("[rank 0] drift caught on rank 0"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("[rank 1] drift caught on rank 1"), std::string::npos) << r.output;
@@ -238,7 +219,7 @@ TEST(Launch, RanksWithDifferentWeightsAreCaught) {
 
 TEST(Launch, DeadPeerGivesAClearErrorWithinTheTimeout) {
   const auto start = Clock::now();
-  auto r = launch_workers("DeadPeerIsAnErrorNotAHang");
+  auto r = launch_workers("DpWorker.DeadPeerIsAnErrorNotAHang");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("[rank 0] dead peer error after"), std::string::npos) << r.output;
   EXPECT_LT(seconds_since(start), 30.0);
@@ -246,7 +227,7 @@ TEST(Launch, DeadPeerGivesAClearErrorWithinTheTimeout) {
 
 TEST(Launch, FailingRankStopsTheOthers) {
   const auto start = Clock::now();
-  auto r = launch_workers("SilentPeerTimesOut");
+  auto r = launch_workers("DpWorker.SilentPeerTimesOut");
   EXPECT_EQ(r.exit_code, 3) << r.output;
   EXPECT_NE(r.output.find("[rank 0] silent peer timeout after"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("rank 0 exited with code 3; stopping the other ranks"), std::string::npos)

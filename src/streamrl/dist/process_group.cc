@@ -7,6 +7,7 @@
 #endif
 #include "streamrl/dist/process_group.h"
 
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
@@ -119,8 +120,12 @@ ProcessGroupOptions process_group_options_from_env(std::chrono::milliseconds tim
 
 struct ProcessGroup::Impl {
   c10::intrusive_ptr<c10d::Store> store;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo::Options> gloo;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> pg;
 };
+
+ProcessGroup::ProcessGroup(const ProcessGroupOptions& options, std::unique_ptr<Impl> impl)
+    : options_(options), impl_(std::move(impl)) {}
 
 ProcessGroup::ProcessGroup(const ProcessGroupOptions& options) : options_(options) {
   if (options_.world_size < 1 || options_.rank < 0 || options_.rank >= options_.world_size) {
@@ -156,6 +161,7 @@ ProcessGroup::ProcessGroup(const ProcessGroupOptions& options) : options_(option
       go->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(local));
     }
     go->threads = 1;  // collectives are issued one at a time from the trainer thread
+    impl_->gloo = go;
     impl_->pg = c10::make_intrusive<c10d::ProcessGroupGloo>(impl_->store, options_.rank,
                                                             options_.world_size, go);
   } catch (const std::exception& e) {
@@ -218,10 +224,16 @@ void flat_exchange(std::vector<torch::Tensor>& tensors, F&& collective) {
 
 }  // namespace
 
-void ProcessGroup::all_reduce_sum(std::vector<torch::Tensor>& tensors) {
+void ProcessGroup::all_reduce_sum(std::vector<torch::Tensor>& tensors, int64_t chunk_bytes) {
   if (!impl_) return;
   flat_exchange(tensors, [&](std::vector<torch::Tensor>& buf) {
-    wait_for(impl_->pg->allreduce(buf), "all_reduce", options_, collective_seconds_);
+    const int64_t n = buf[0].numel();
+    const int64_t chunk =
+        chunk_bytes > 0 ? std::max<int64_t>(1, chunk_bytes / buf[0].element_size()) : n;
+    for (int64_t begin = 0; begin < n; begin += chunk) {
+      std::vector<torch::Tensor> part = {buf[0].narrow(0, begin, std::min(chunk, n - begin))};
+      wait_for(impl_->pg->allreduce(part), "all_reduce", options_, collective_seconds_);
+    }
   });
 }
 
@@ -276,12 +288,68 @@ std::vector<std::string> ProcessGroup::all_gather_bytes(const std::string& bytes
   return all;
 }
 
+torch::Tensor ProcessGroup::all_to_all(const torch::Tensor& x, const std::vector<int64_t>& send,
+                                       const std::vector<int64_t>& recv) {
+  const auto total = [](const std::vector<int64_t>& v) {
+    int64_t s = 0;
+    for (int64_t n : v) s += n;
+    return s;
+  };
+  if (static_cast<int>(send.size()) != options_.world_size ||
+      static_cast<int>(recv.size()) != options_.world_size || x.dim() < 1 ||
+      total(send) != x.size(0) || !x.device().is_cpu()) {
+    throw InputError("process group all_to_all: splits of " + std::to_string(send.size()) + "/" +
+                     std::to_string(recv.size()) + " ranks for a world of " +
+                     std::to_string(options_.world_size) + " and a CPU tensor of " +
+                     std::to_string(x.dim() < 1 ? 0 : x.size(0)) + " rows");
+  }
+  torch::NoGradGuard no_grad;
+  if (!impl_) return x.detach().clone();
+  std::vector<int64_t> shape = x.sizes().vec();
+  shape[0] = total(recv);
+  torch::Tensor out = torch::empty(shape, x.options());
+  torch::Tensor in = x.detach().contiguous();
+  std::vector<int64_t> out_splits = recv, in_splits = send;
+  wait_for(impl_->pg->alltoall_base(out, in, out_splits, in_splits), "all_to_all", options_,
+           collective_seconds_);
+  return out;
+}
+
+std::unique_ptr<ProcessGroup> ProcessGroup::subgroup(const std::vector<int>& ranks,
+                                                     const std::string& name) {
+  const auto me = std::find(ranks.begin(), ranks.end(), options_.rank);
+  if (me == ranks.end() || !std::is_sorted(ranks.begin(), ranks.end()) ||
+      ranks.back() >= options_.world_size) {
+    throw InputError("process group " + name + ": rank " + std::to_string(options_.rank) +
+                     " builds a subgroup it is not in, or of ranks outside the world");
+  }
+  ProcessGroupOptions o = options_;
+  o.rank = static_cast<int>(me - ranks.begin());
+  o.world_size = static_cast<int>(ranks.size());
+  if (o.world_size == 1 || !impl_)
+    return std::unique_ptr<ProcessGroup>(new ProcessGroup(o, nullptr));
+  auto impl = std::make_unique<Impl>();
+  impl->store = c10::make_intrusive<c10d::PrefixStore>(name, impl_->store);
+  impl->gloo = impl_->gloo;
+  try {
+    impl->pg =
+        c10::make_intrusive<c10d::ProcessGroupGloo>(impl->store, o.rank, o.world_size, impl->gloo);
+  } catch (const std::exception& e) {
+    const std::string msg = "process group " + name + " (rank " + std::to_string(o.rank) + " of " +
+                            std::to_string(o.world_size) + ") failed: " + first_line(e.what());
+    if (looks_like_timeout(e.what())) throw TimeoutError(msg);
+    throw RuntimeFailure(msg);
+  }
+  return std::unique_ptr<ProcessGroup>(new ProcessGroup(o, std::move(impl)));
+}
+
 void ProcessGroup::barrier() {
   if (!impl_) return;
   wait_for(impl_->pg->barrier(), "barrier", options_, collective_seconds_);
 }
 
-void all_reduce_gradients(ProcessGroup& group, const std::vector<torch::Tensor>& parameters) {
+void all_reduce_gradients(ProcessGroup& group, const std::vector<torch::Tensor>& parameters,
+                          int64_t chunk_bytes) {
   if (group.world_size() == 1) return;
   // Which parameters have a gradient on some rank: those are exchanged (zeros where a rank has
   // none, e.g. it had no trainable sample); the rest keep no gradient, as with one process, so
@@ -296,7 +364,7 @@ void all_reduce_gradients(ProcessGroup& group, const std::vector<torch::Tensor>&
     if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
     grads.push_back(p.grad());
   }
-  group.all_reduce_sum(grads);
+  group.all_reduce_sum(grads, chunk_bytes);
 }
 
 void check_same_on_every_rank(ProcessGroup& group, const std::vector<torch::Tensor>& tensors,

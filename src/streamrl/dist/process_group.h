@@ -48,8 +48,10 @@ class ProcessGroup {
   double collective_seconds() const { return collective_seconds_; }
 
   // Sums `tensors` (CPU, contiguous, any float dtype; e.g. every parameter's gradient) elementwise
-  // across ranks, in place, in one coalesced exchange per dtype.
-  void all_reduce_sum(std::vector<torch::Tensor>& tensors);
+  // across ranks, in place, in one coalesced exchange per dtype, or, with `chunk_bytes` > 0, in
+  // exchanges of at most that many bytes (Lina cuts the gradient all-reduce so an all-to-all can
+  // go between two chunks). The sums are the same either way.
+  void all_reduce_sum(std::vector<torch::Tensor>& tensors, int64_t chunk_bytes = 0);
   // Sums plain numbers across ranks (e.g. the global token count that divides a summed loss), in
   // double precision, returned in the same order.
   std::vector<double> all_reduce_sum(const std::vector<double>& values);
@@ -60,11 +62,23 @@ class ProcessGroup {
   // Every rank's `bytes`, in rank order, on every rank (e.g. the ranks' traces, for rank 0 to
   // merge without reading another host's files).
   std::vector<std::string> all_gather_bytes(const std::string& bytes);
+  // All-to-all with unequal splits along dim 0 (expert parallelism's dispatch and combine): rows
+  // [0, send[0]) of `x` go to rank 0, the next send[1] rows to rank 1, ...; returns the rows each
+  // rank sent here, recv[j] rows from rank j in rank order. Not differentiable (see
+  // ExpertParallelGroup). InputError when the splits do not match the world or `x`.
+  torch::Tensor all_to_all(const torch::Tensor& x, const std::vector<int64_t>& send,
+                           const std::vector<int64_t>& recv);
   // Returns once every rank has called it.
   void barrier();
 
+  // A group of the world's `ranks` (ascending; this rank among them), over the same rendezvous
+  // store under its own `name`. Only its members call it, all with the same arguments; rank and
+  // world_size of the result are within the subgroup.
+  std::unique_ptr<ProcessGroup> subgroup(const std::vector<int>& ranks, const std::string& name);
+
  private:
   struct Impl;
+  ProcessGroup(const ProcessGroupOptions& options, std::unique_ptr<Impl> impl);
   ProcessGroupOptions options_;
   std::unique_ptr<Impl> impl_;
   double collective_seconds_ = 0;
@@ -74,7 +88,8 @@ class ProcessGroup {
 // rank gets the sum (a rank without one contributes zeros); one without a gradient anywhere keeps
 // none. Call after backward and before clipping and the optimizer step, with each rank's loss
 // summed over its samples; then divide by the global denominator (all_reduce_sum of the counts).
-void all_reduce_gradients(ProcessGroup& group, const std::vector<torch::Tensor>& parameters);
+void all_reduce_gradients(ProcessGroup& group, const std::vector<torch::Tensor>& parameters,
+                          int64_t chunk_bytes = 0);
 
 // Throws RuntimeFailure on every rank, naming `what`, when some rank's `tensors` differ from rank
 // 0's (by a checksum; relative tolerance 1e-6). Data-parallel ranks must hold the same weights: a

@@ -61,11 +61,13 @@ std::string MoeBlockImpl::module_name(const ModelConfig& c) {
 }
 
 MoeBlockImpl::MoeBlockImpl(const ModelConfig& c)
-    : k_(c.num_experts_per_tok), normalise_(c.norm_topk_prob) {
+    : k_(c.num_experts_per_tok), normalise_(c.norm_topk_prob), num_experts_(c.num_experts) {
   const int64_t d = c.hidden_size, f = c.moe_intermediate_size;
   const bool mixtral = c.model_type == "mixtral";
   router_ = register_module("gate", linear(d, c.num_experts));
-  auto list = register_module("experts", torch::nn::ModuleList());
+  // A plain module named by expert index (not a ModuleList), so expert parallelism can drop the
+  // experts another rank holds and the rest keep their global names.
+  expert_modules_ = register_module("experts", std::make_shared<torch::nn::Module>());
   for (int64_t i = 0; i < c.num_experts; ++i) {
     auto m = std::make_shared<torch::nn::Module>();
     Expert e;
@@ -73,7 +75,7 @@ MoeBlockImpl::MoeBlockImpl(const ModelConfig& c)
     e.gate = m->register_module(mixtral ? "w1" : "gate_proj", linear(d, f));
     e.up = m->register_module(mixtral ? "w3" : "up_proj", linear(d, f));
     e.down = m->register_module(mixtral ? "w2" : "down_proj", linear(f, d));
-    list->push_back(m);
+    expert_modules_->register_module(std::to_string(i), m);
     experts_.push_back(e);
   }
   if (c.shared_expert_intermediate_size > 0) {
@@ -147,12 +149,21 @@ Tensor MoeBlockImpl::forward(const Tensor& x, const GatingConfig& gating, MoeLay
   Tensor order = expert.argsort();
   token = token.index_select(0, order);
   weight = weight.index_select(0, order);
-  const Tensor counts = torch::bincount(expert, {}, static_cast<int64_t>(experts_.size()));
-  const int64_t* count = counts.data_ptr<int64_t>();
+  const Tensor counts = torch::bincount(expert, {}, num_experts_);
 
-  // One gather of the routed rows in expert order, one GEMM chain per expert on its contiguous
-  // slice, one weighted scatter back: no per-expert copies of the whole output.
+  // One gather of the routed rows in expert order, the experts on their contiguous slices, one
+  // weighted scatter back: no per-expert copies of the whole output. The scatter runs even with
+  // no rows, so under expert parallelism every rank's backward reaches the combine exchange.
   const Tensor rows = x.index_select(0, token);
+  const Tensor y = exchange_ ? run_experts_parallel(rows, counts) : run_experts(rows, counts);
+  Tensor out =
+      torch::zeros_like(x).index_add(0, token, y * weight.unsqueeze(1).to(x.scalar_type()));
+  if (Tensor s = shared(x); s.defined()) out = out + s;
+  return out;
+}
+
+Tensor MoeBlockImpl::run_experts(const Tensor& rows, const Tensor& counts) {
+  const int64_t* count = counts.data_ptr<int64_t>();
   std::vector<Tensor> ys;
   int64_t offset = 0;
   for (size_t e = 0; e < experts_.size(); ++e) {
@@ -161,16 +172,66 @@ Tensor MoeBlockImpl::forward(const Tensor& x, const GatingConfig& gating, MoeLay
     ys.push_back(experts_[e].forward(rows.narrow(0, offset, n)));
     offset += n;
   }
-  Tensor out = torch::zeros_like(x);
-  if (!ys.empty()) {
-    const Tensor y = torch::cat(ys) * weight.unsqueeze(1).to(x.scalar_type());
-    out = out.index_add(0, token, y);
+  return ys.empty() ? rows : torch::cat(ys);
+}
+
+Tensor MoeBlockImpl::run_experts_parallel(const Tensor& rows, const Tensor& counts) {
+  const int ranks = exchange_->size();
+  const int64_t local = static_cast<int64_t>(experts_.size());
+  // Rows per destination rank, then every source's count per local expert (an equal-split
+  // exchange of the counts), then the rows themselves.
+  const Tensor by_rank = counts.view({ranks, local}).sum(1);
+  const std::vector<int64_t> send(by_rank.data_ptr<int64_t>(), by_rank.data_ptr<int64_t>() + ranks);
+  const std::vector<int64_t> each(ranks, local);
+  const Tensor got = exchange_->all_to_all(counts, each, each).view({ranks, local});
+  const Tensor got_by_rank = got.sum(1);
+  const std::vector<int64_t> recv(got_by_rank.data_ptr<int64_t>(),
+                                  got_by_rank.data_ptr<int64_t>() + ranks);
+  const Tensor received = exchange_->all_to_all(rows, send, recv);
+  // Received rows come by source, each source's sorted by expert: sort them by local expert
+  // (stable), run the experts, restore the order and send the results back.
+  const Tensor local_id =
+      torch::arange(local, torch::kLong).repeat({ranks}).repeat_interleave(got.reshape({-1}));
+  const Tensor order = std::get<1>(local_id.sort(/*stable=*/c10::optional<bool>(true), 0));
+  const Tensor y = run_experts(received.index_select(0, order), got.sum(0).contiguous());
+  return exchange_->all_to_all(y.index_select(0, order.argsort()), recv, send);
+}
+
+void MoeBlockImpl::shard_experts(std::shared_ptr<ExpertExchange> exchange) {
+  if (exchange_) throw InputError("expert parallelism: the experts are already sharded");
+  const int ranks = exchange->size(), rank = exchange->rank();
+  if (ranks < 1 || num_experts_ % ranks != 0) {
+    throw InputError("expert parallelism: " + std::to_string(num_experts_) +
+                     " experts do not divide evenly over " + std::to_string(ranks) + " ranks");
   }
-  if (Tensor s = shared(x); s.defined()) out = out + s;
-  return out;
+  const int64_t local = num_experts_ / ranks;
+  first_expert_ = rank * local;
+  for (int64_t i = 0; i < num_experts_; ++i) {
+    if (i < first_expert_ || i >= first_expert_ + local)
+      expert_modules_->unregister_module(std::to_string(i));
+  }
+  experts_ = std::vector<Expert>(experts_.begin() + first_expert_,
+                                 experts_.begin() + first_expert_ + local);
+  exchange_ = std::move(exchange);
+}
+
+int shard_experts(torch::nn::Module& model, const std::shared_ptr<ExpertExchange>& exchange) {
+  int n = 0;
+  for (const auto& m : model.modules(/*include_self=*/true)) {
+    if (auto* block = dynamic_cast<MoeBlockImpl*>(m.get())) {
+      block->shard_experts(exchange);
+      ++n;
+    }
+  }
+  return n;
+}
+
+bool is_expert_parameter(const std::string& name) {
+  return name.rfind("experts.", 0) == 0 || name.find(".experts.") != std::string::npos;
 }
 
 Tensor MoeBlockImpl::forward_dense_reference(const Tensor& x, const GatingConfig& gating) {
+  if (exchange_) throw InputError("forward_dense_reference needs all experts on one rank");
   const Routing r = route_tokens(x, gating, nullptr);
   // [N, E] combine weights, zero for experts a token does not use.
   Tensor w = torch::zeros({x.size(0), static_cast<int64_t>(experts_.size())}, torch::kFloat32)

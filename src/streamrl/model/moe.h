@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 #include <nlohmann/json.hpp>
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -54,6 +55,23 @@ struct MoeLayerTrace {
 // (a token the other side did not route) is routed here.
 torch::Tensor routing_ids(const Routing& r);  // r as such a tensor
 
+// Expert parallelism: the ranks of an expert-parallel group each hold num_experts / size() of a
+// layer's experts (rank r the r-th contiguous slice) and send each routed token to the rank that
+// holds its expert (dispatch) and the result back (combine). dist::ExpertParallelGroup is the c10d
+// implementation; the model sees only this interface.
+class ExpertExchange {
+ public:
+  virtual ~ExpertExchange() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // All-to-all with unequal splits: rows [0, send[0]) of x go to rank 0, the next send[1] to rank
+  // 1, ...; returns the rows every rank sent here, in rank order (recv[j] from rank j). A
+  // collective: every rank of the group calls it, in the same order. Differentiable: the
+  // gradient takes the reverse exchange.
+  virtual torch::Tensor all_to_all(const torch::Tensor& x, const std::vector<int64_t>& send,
+                                   const std::vector<int64_t>& recv) = 0;
+};
+
 // One MoE MLP block. Submodule names follow the model type's HF layout, so named_parameters() are
 // HF names: mixtral block_sparse_moe.{gate, experts.{i}.w1/w2/w3}; qwen2_moe/qwen3_moe
 // mlp.{gate, experts.{i}.{gate,up,down}_proj}, plus qwen2_moe's shared_expert.{gate,up,down}_proj
@@ -77,23 +95,44 @@ class MoeBlockImpl : public torch::nn::Module {
   // The name this block takes in its decoder layer: "block_sparse_moe" or "mlp".
   static std::string module_name(const ModelConfig& config);
 
+  // Keeps only this rank's slice of the experts (the others are unregistered, so parameters()
+  // and named_parameters() list only local experts, under their global names) and routes through
+  // `exchange` from now on. InputError when the experts do not divide evenly over its ranks.
+  void shard_experts(std::shared_ptr<ExpertExchange> exchange);
+
  private:
   struct Expert {
     torch::nn::Linear gate{nullptr}, up{nullptr}, down{nullptr};
     torch::Tensor forward(const torch::Tensor& x);
   };
+  // The routed rows [M, D] (sorted by expert, `count` per expert over all experts) through the
+  // experts, [M, D] in the same order: locally, or dispatched to and combined from their ranks.
+  torch::Tensor run_experts(const torch::Tensor& rows, const torch::Tensor& counts);
+  torch::Tensor run_experts_parallel(const torch::Tensor& rows, const torch::Tensor& counts);
   Routing route_tokens(const torch::Tensor& x, const GatingConfig& gating, MoeLayerTrace* trace,
                        const torch::Tensor& forced = {}, bool apply = true);
   torch::Tensor shared(const torch::Tensor& x);
 
   int64_t k_;
   bool normalise_;
+  int64_t num_experts_;
   torch::nn::Linear router_{nullptr};
-  std::vector<Expert> experts_;
+  std::shared_ptr<torch::nn::Module> expert_modules_;
+  std::vector<Expert> experts_;  // the local ones: experts first_expert_, first_expert_ + 1, ...
+  int64_t first_expert_ = 0;
+  std::shared_ptr<ExpertExchange> exchange_;
   Expert shared_expert_;
   torch::nn::Linear shared_gate_{nullptr};
 };
 TORCH_MODULE(MoeBlock);
+
+// Shards every MoE block of `model` over `exchange` (MoeBlockImpl::shard_experts); returns how
+// many blocks it sharded.
+int shard_experts(torch::nn::Module& model, const std::shared_ptr<ExpertExchange>& exchange);
+
+// Whether a parameter (by its HF name) is a routed expert's weight: those are sharded by expert
+// parallelism and their gradients reduced only among the ranks holding the same experts.
+bool is_expert_parameter(const std::string& name);
 
 // Auxiliary losses over the tokens of `traces` whose `valid` ([N], or [B, T] with N = B * T) is
 // true, summed over layers: the Switch/Mixtral load-balancing loss E * sum_e f_e * P_e (f_e: share

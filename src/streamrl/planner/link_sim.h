@@ -1,7 +1,8 @@
 // One rank's backward pass of an expert-parallel MoE step, with its all-to-alls and gradient
 // all-reduces sharing one link (Lina, arXiv 2210.17223): a discrete-event simulation where the ops
 // in flight split the bandwidth evenly and ep::CommScheduler decides what is launched, so the
-// planner projects the same rule the runtime runs.
+// planner projects the same rule the runtime runs. Under Lina's policy the expert FFN also starts
+// on each all-to-all chunk as it lands and returns that chunk's result at once (pipelining).
 #pragma once
 
 #include <cstdint>
@@ -29,10 +30,13 @@ struct Link {
 };
 
 struct LinkSimResult {
-  double backward_s = 0;          // until the last gradient is reduced
-  double compute_end_s = 0;       // the last compute's end
-  double all_to_all_s = 0;        // summed over all-to-alls, submit to last chunk landed
-  double all_to_all_alone_s = 0;  // the same on an idle link: the ideal
+  double backward_s = 0;     // until the last gradient is reduced
+  double compute_end_s = 0;  // the last compute's end
+  // Time with an all-to-all outstanding (submitted, not yet landed): what the backward pass
+  // spends waiting on or moving tokens, however they are chunked.
+  double all_to_all_s = 0;
+  // The ideal for every policy: each all-to-all as one launch with the link to itself.
+  double all_to_all_alone_s = 0;
 };
 
 LinkSimResult simulate_backward(const std::vector<BackwardLayer>& layers, const Link& link,

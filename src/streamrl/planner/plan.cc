@@ -315,6 +315,11 @@ json plan_heterogeneous(const PlanConfig& c) {
 
 PlanConfig PlanConfig::from_config(const core::Config& cfg) {
   PlanConfig c;
+  if (cfg.has("lina")) c.lina = MoeStepSpec::from_config(cfg.section("lina"));
+  if (c.lina && !cfg.has("model")) {  // an MoE step plan only
+    c.max_outputs.clear();
+    return c;
+  }
   const std::string model = cfg.require<std::string>("model");
   if (model.find('/') != std::string::npos || model.ends_with(".json")) {
     c.shape = model_shape_from_hf(json::parse(core::read_file(model), nullptr, false), model);
@@ -409,6 +414,7 @@ PlanConfig PlanConfig::from_config(const core::Config& cfg) {
 }
 
 nlohmann::json run_plan(const PlanConfig& c) {
+  if (c.max_outputs.empty() && c.lina) return {{"lina", project_lina(*c.lina)}};
   json scenarios = json::array();
   for (size_t i = 0; i < c.max_outputs.size(); ++i) {
     scenarios.push_back(plan_scenario(c, c.max_outputs[i], i == 0));
@@ -425,8 +431,46 @@ nlohmann::json run_plan(const PlanConfig& c) {
   if (c.elastic.enabled) out["elastic"] = plan_elastic(c);
   if (c.heterogeneous.enabled) out["heterogeneous"] = plan_heterogeneous(c);
   if (!c.trace_path.empty()) out["trace"] = c.trace_path;
+  if (c.lina) out["lina"] = project_lina(*c.lina);
   return out;
 }
+
+namespace {
+
+std::string format_lina(const json& l) {
+  std::string s;
+  char line[512];
+  std::snprintf(line, sizeof line,
+                "expert-parallel step of %s: %d experts on %d x %s, %.1f GB/s per device link\n"
+                "  %-11s %9s %11s %13s\n",
+                l["model"].get<std::string>().c_str(), l["experts"].get<int>(),
+                l["devices"].get<int>(), l["accelerator"].get<std::string>().c_str(),
+                l["link_gb_s"].get<double>(), "policy", "step_ms", "backward_ms", "all_to_all_ms");
+  s += line;
+  for (const char* name : {"fair_share", "priority", "lina"}) {
+    const json& r = l["policies"][name];
+    std::snprintf(line, sizeof line, "  %-11s %9.1f %11.1f %13.1f\n", name,
+                  1e3 * r["step_s"].get<double>(), 1e3 * r["backward_s"].get<double>(),
+                  1e3 * r["all_to_all_s"].get<double>());
+    s += line;
+  }
+  std::snprintf(line, sizeof line,
+                "  Lina over fair sharing: step %.2fx (paper 1.37-1.73x), backward all-to-all "
+                "%.2fx (paper 2.2-2.4x)\n",
+                l["train_speedup"].get<double>(), l["a2a_speedup"].get<double>());
+  s += line;
+  s += "  by all-to-all chunk (tokens: step, all-to-all):";
+  for (const auto& c : l["a2a_chunk_sweep"]) {
+    std::snprintf(line, sizeof line, " %lld: %.2fx, %.2fx;",
+                  static_cast<long long>(c["chunk_tokens"].get<int64_t>()),
+                  c["train_speedup"].get<double>(), c["a2a_speedup"].get<double>());
+    s += line;
+  }
+  s.back() = '\n';
+  return s;
+}
+
+}  // namespace
 
 std::string format_plan(const nlohmann::json& p) {
   std::string s;
@@ -435,6 +479,7 @@ std::string format_plan(const nlohmann::json& p) {
     std::snprintf(line, sizeof line, fmt, args...);
     s += line;
   };
+  if (!p.contains("scenarios")) return format_lina(p["lina"]);
   const double params = p["parameters"].get<double>();
   add("%s (%.1f%s parameters) on %d x %s, %d prompts x %d\n", p["model"].get<std::string>().c_str(),
       params >= 1e9 ? params / 1e9 : params / 1e6, params >= 1e9 ? "B" : "M",
@@ -527,6 +572,7 @@ std::string format_plan(const nlohmann::json& p) {
           100 * r["cross"]["weight_transfer_fraction"].get<double>());
     }
   }
+  if (p.contains("lina")) s += "\n" + format_lina(p["lina"]);
   return s;
 }
 

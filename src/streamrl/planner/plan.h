@@ -1,11 +1,12 @@
 // `streamrl plan --config FILE`: the planner's predictions for one cluster and model
 // (configs/plan/): Algorithm 1's allocation, emulated throughput per mode, the elastic schedule for
-// growing output lengths and the cost-effectiveness of a heterogeneous cross-datacenter set-up,
-// each next to the paper's reported figure where one exists.
+// growing output lengths, the cost-effectiveness of a heterogeneous cross-datacenter set-up and
+// Lina's effect on an expert-parallel MoE step, each next to the paper's figure where one exists.
 #pragma once
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "streamrl/planner/emulator.h"
 #include "streamrl/planner/hardware.h"
 #include "streamrl/planner/model_shape.h"
+#include "streamrl/planner/moe_step.h"
 #include "streamrl/planner/workload.h"
 
 namespace streamrl::core {
@@ -71,6 +73,11 @@ struct PlanConfig {
     int baseline_devices = 32;
     Mode mode = Mode::kAsync;
   } heterogeneous;
+
+  // `lina`: an expert-parallel MoE step whose all-to-alls and gradient all-reduces share the
+  // link, under fair sharing, strict priority and Lina's scheduling. A plan with `lina` and no
+  // `model` is about that alone (configs/plan/lina_16xa100.yaml).
+  std::optional<MoeStepSpec> lina;
 
   // Reads the keys named above; unknown keys and bad values are InputErrors.
   static PlanConfig from_config(const core::Config& config);

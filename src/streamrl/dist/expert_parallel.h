@@ -1,0 +1,65 @@
+// Expert parallelism combined with data parallelism (DeepSpeed-MoE's layout, as Lina trains):
+// the world's N ranks form N / ep data-parallel replicas of ep ranks each; rank r is expert rank
+// r % ep of replica r / ep. An expert-parallel group (one replica's ranks) trades routed tokens;
+// the ranks with the same expert rank hold the same experts and reduce their gradients together.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "streamrl/dist/process_group.h"
+#include "streamrl/model/moe.h"
+
+namespace streamrl::dist {
+
+// Where rank `rank` of a world of `world` sits for expert parallelism `ep`.
+struct ParallelLayout {
+  int world = 1, ep = 1, rank = 0;
+  // InputError unless ep >= 1 divides world.
+  ParallelLayout(int world, int ep, int rank);
+  int dp() const { return world / ep; }
+  int ep_rank() const { return rank % ep; }
+  int dp_rank() const { return rank / ep; }
+  std::vector<int> expert_group() const;   // this replica's ranks
+  std::vector<int> replica_group() const;  // the ranks holding this rank's experts
+};
+
+// model::ExpertExchange over a c10d group, differentiable (backward runs the reverse exchange).
+class ExpertParallelGroup : public model::ExpertExchange {
+ public:
+  explicit ExpertParallelGroup(std::unique_ptr<ProcessGroup> group) : group_(std::move(group)) {}
+  int rank() const override { return group_->rank(); }
+  int size() const override { return group_->world_size(); }
+  torch::Tensor all_to_all(const torch::Tensor& x, const std::vector<int64_t>& send,
+                           const std::vector<int64_t>& recv) override;
+  ProcessGroup& group() { return *group_; }
+
+ private:
+  std::unique_ptr<ProcessGroup> group_;
+};
+
+// The groups one rank needs for DP x EP, built from the world (every rank calls it, with the
+// same `ep`), and the gradient reduction that goes with them.
+class ExpertDataParallel {
+ public:
+  ExpertDataParallel(ProcessGroup& world, int ep);
+  const ParallelLayout& layout() const { return layout_; }
+  const std::shared_ptr<ExpertParallelGroup>& experts() const { return experts_; }
+  // Sums the gradients of shared parameters over the world and those of expert parameters
+  // (model::is_expert_parameter) over the replica group, `chunk_bytes` per exchange (0: one).
+  // With each rank's loss summed over its samples and divided by the global count, this gives
+  // the gradients one process would compute on the whole batch.
+  void all_reduce_gradients(const torch::OrderedDict<std::string, torch::Tensor>& parameters,
+                            int64_t chunk_bytes = 0);
+
+ private:
+  ProcessGroup& world_;
+  ParallelLayout layout_;
+  std::shared_ptr<ExpertParallelGroup> experts_;
+  std::unique_ptr<ProcessGroup> replicas_;
+};
+
+}  // namespace streamrl::dist
