@@ -38,6 +38,28 @@ TEST(Placement, GivesUpReplicasWhenColdExpertsNeedTheRanks) {
   EXPECT_THROW(place_experts(pop, 1, 4), InputError);
 }
 
+TEST(Placement, TheRealGateKeepsOrReplansThePlacement) {
+  const std::vector<double> predicted = {0.5, 0.2, 0.15, 0.1, 0.05, 0, 0, 0};
+  const std::vector<RankLoad> p = place_experts(predicted, 4, 4);
+  // The same top-4 set in another order of size: the placement stands, serving the real shares.
+  const std::vector<double> close = {0.4, 0.25, 0.15, 0.12, 0.04, 0.02, 0.01, 0.01};
+  const GatedPlacement kept = correct_after_gate(p, predicted, close, 4);
+  EXPECT_FALSE(kept.replanned);
+  ASSERT_EQ(kept.placement.size(), 4u);
+  EXPECT_EQ(kept.placement[2].experts, p[2].experts);
+  EXPECT_DOUBLE_EQ(kept.placement[0].shares[0], 0.2);  // expert 0's 0.4 over its two replicas
+  double total = 0;
+  for (const RankLoad& r : kept.placement) total += r.load();
+  EXPECT_NEAR(total, 1.0, 1e-12);
+  // Expert 6 turned hot: the top-4 differs and the placement is rebuilt from what the gate saw.
+  const std::vector<double> missed = {0.1, 0.05, 0.1, 0.05, 0.05, 0.05, 0.55, 0.05};
+  const GatedPlacement re = correct_after_gate(p, predicted, missed, 4);
+  EXPECT_TRUE(re.replanned);
+  EXPECT_EQ(re.placement[0].experts, std::vector<int>{6});
+  EXPECT_NEAR(max_rank_load(re.placement), max_rank_load(place_experts(missed, 4, 4)), 1e-12);
+  EXPECT_THROW(correct_after_gate(p, predicted, {0.5, 0.5}, 4), InputError);
+}
+
 TEST(PathPopularity, PredictsTheNextExpertFromThePath) {
   PathPopularity t(3, 4, 2);
   for (int i = 0; i < 9; ++i) t.add_trace({0, 1, 2});

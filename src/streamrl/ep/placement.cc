@@ -108,8 +108,8 @@ std::vector<RankLoad> place_experts(const std::vector<double>& popularity, int r
   auto cold_ranks = [&] {
     return (static_cast<int>(cold.size()) + max_per_rank - 1) / max_per_rank;
   };
-  auto hot_ranks = [&] { return std::accumulate(replicas.begin(), replicas.end(), 0); };
-  while (hot_ranks() > ranks - cold_ranks()) {
+  int hot_ranks = std::accumulate(replicas.begin(), replicas.end(), 0);
+  while (hot_ranks > ranks - cold_ranks()) {
     int worst = -1;
     for (int e = 0; e < n; ++e) {
       if (replicas[e] > 1 &&
@@ -121,11 +121,10 @@ std::vector<RankLoad> place_experts(const std::vector<double>& popularity, int r
       for (int e = 0; e < n; ++e) {
         if (replicas[e] == 1 && (worst < 0 || popularity[e] < popularity[worst])) worst = e;
       }
-      replicas[worst] = 0;
       cold.push_back(worst);
-      continue;
     }
     --replicas[worst];
+    --hot_ranks;
   }
   std::vector<RankLoad> out;
   for (int e = 0; e < n; ++e) {
@@ -137,20 +136,44 @@ std::vector<RankLoad> place_experts(const std::vector<double>& popularity, int r
                    [&](int a, int b) { return popularity[a] > popularity[b]; });
   for (int e : cold) {
     const double share = popularity[e];
-    RankLoad *target = nullptr, *fallback = nullptr;
+    const auto room = [&](const RankLoad& r) {
+      return static_cast<int>(r.experts.size()) < max_per_rank;
+    };
+    RankLoad* target = nullptr;
     for (size_t r = first_cold; r < out.size() && !target; ++r) {
-      const bool room = static_cast<int>(out[r].experts.size()) < max_per_rank;
-      if (room && out[r].load() * ranks + share * ranks <= 1.0 + 1e-9) target = &out[r];
+      if (room(out[r]) && out[r].load() * ranks + share * ranks <= 1.0 + 1e-9) target = &out[r];
     }
-    for (RankLoad& r : out) {  // nothing fits: the least-loaded rank with room (one exists)
-      if (!target && static_cast<int>(r.experts.size()) < max_per_rank &&
-          (!fallback || r.load() < fallback->load())) {
-        fallback = &r;
+    if (!target) {  // nothing fits: the least-loaded rank with room (one exists)
+      for (RankLoad& r : out) {
+        if (room(r) && (!target || r.load() < target->load())) target = &r;
       }
     }
-    if (!target) target = fallback;
     target->experts.push_back(e);
     target->shares.push_back(share);
+  }
+  return out;
+}
+
+GatedPlacement correct_after_gate(const std::vector<RankLoad>& predicted_placement,
+                                  const std::vector<double>& predicted,
+                                  const std::vector<double>& actual, int m, int max_per_rank) {
+  if (predicted.size() != actual.size()) {
+    throw InputError("predicted and actual popularity cover " + std::to_string(predicted.size()) +
+                     " and " + std::to_string(actual.size()) + " experts");
+  }
+  const int ranks = static_cast<int>(predicted_placement.size());
+  if (top_set(predicted, m) != top_set(actual, m)) {
+    return {place_experts(actual, ranks, max_per_rank), true};
+  }
+  std::vector<int> replicas(actual.size(), 0);
+  for (const RankLoad& r : predicted_placement) {
+    for (int e : r.experts) ++replicas.at(e);
+  }
+  GatedPlacement out{predicted_placement, false};
+  for (RankLoad& r : out.placement) {
+    for (size_t i = 0; i < r.experts.size(); ++i) {
+      r.shares[i] = actual[r.experts[i]] / replicas[r.experts[i]];
+    }
   }
   return out;
 }
