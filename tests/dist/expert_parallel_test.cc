@@ -12,6 +12,7 @@
 
 #include "launch_fixtures.h"
 #include "streamrl/core/errors.h"
+#include "streamrl/dist/backward_comm.h"
 #include "streamrl/model/model_config.h"
 #include "streamrl/model/transformer.h"
 
@@ -37,9 +38,10 @@ std::pair<Tensor, Tensor> batch() {
 }
 
 // Two SGD steps on rows [begin, end); the summed loss is divided by the whole batch's token
-// count, so the ranks' gradients add up to one process's.
+// count, so the ranks' gradients add up to one process's. With `comm`, the shared gradients are
+// all-reduced during backward, under fair sharing in the first step and Lina's rule in the second.
 void train_steps(model::CausalLM& lm, ProcessGroup* world, ExpertDataParallel* edp, int64_t begin,
-                 int64_t end) {
+                 int64_t end, BackwardComm* comm = nullptr) {
   auto [tokens, valid] = batch();
   tokens = tokens.narrow(0, begin, end - begin);
   valid = valid.narrow(0, begin, end - begin);
@@ -49,8 +51,14 @@ void train_steps(model::CausalLM& lm, ProcessGroup* world, ExpertDataParallel* e
     const double local = valid.sum().item<double>() - tokens.size(0);
     const double global = world ? world->all_reduce_sum(std::vector<double>{local})[0] : local;
     const Tensor loss = -lm->score(tokens, valid).logprobs.sum() / global;
+    if (comm) comm->begin(step == 0 ? ep::Policy::kFairShare : ep::Policy::kPartitioned);
     loss.backward();
-    if (edp) edp->all_reduce_gradients(lm->named_parameters(), /*chunk_bytes=*/4096);
+    if (comm) {
+      const BackwardCommStats s = comm->finish();
+      EXPECT_EQ(s.all_to_all_ops, 2 * 2);  // dispatch and combine of the 2 MoE layers
+      EXPECT_GT(s.all_reduce_ops, 0);
+    }
+    if (edp) edp->all_reduce_gradients(lm->named_parameters(), /*chunk_bytes=*/4096, !comm);
     opt.step();
   }
 }
@@ -73,8 +81,7 @@ int expert_parameters(model::CausalLM& lm) {
   return n;
 }
 
-TEST(EpWorker, ExpertParallelStepMatchesSingleProcess) {
-  REQUIRE_WORKER();
+void expect_matches_single_process(bool scheduled) {
   torch::set_num_threads(1);
   ProcessGroup world(process_group_options_from_env(std::chrono::seconds(30)));
   ExpertDataParallel edp(world, /*ep=*/2);
@@ -103,16 +110,33 @@ TEST(EpWorker, ExpertParallelStepMatchesSingleProcess) {
     EXPECT_LT(d, 1e-5);
   }
 
-  train_steps(ep, &world, &edp, begin, end);
+  std::unique_ptr<BackwardComm> comm;
+  if (scheduled) {
+    // 4 KiB chunks: every gradient of the tiny model is cut into several.
+    comm = edp.backward_comm(ep->named_parameters(), {ep::Policy::kPartitioned, 4096, 512},
+                             std::chrono::seconds(30));
+  }
+  train_steps(ep, &world, &edp, begin, end, comm.get());
   model::CausalLM start = tiny_moe(100);
   train_steps(single, nullptr, nullptr, 0, 8);
   const double diff = max_abs_diff(ep, single);
   const double moved = max_abs_diff(ep, start);
-  std::printf("dp%d x ep%d vs one process: max |diff| = %.3g; update size %.3g\n", layout.dp(),
-              layout.ep, diff, moved);
+  std::printf("%sdp%d x ep%d vs one process: max |diff| = %.3g; update size %.3g\n",
+              scheduled ? "scheduled " : "", layout.dp(), layout.ep, diff, moved);
   EXPECT_LT(diff, 1e-5);
   EXPECT_GT(moved, 1e-2);
   world.barrier();
+}
+
+TEST(EpWorker, ExpertParallelStepMatchesSingleProcess) {
+  REQUIRE_WORKER();
+  expect_matches_single_process(false);
+}
+
+// Shared gradients all-reduced during backward by the communication thread, fair share and Lina.
+TEST(EpWorker, ScheduledBackwardMatchesSingleProcess) {
+  REQUIRE_WORKER();
+  expect_matches_single_process(true);
 }
 
 TEST(EpWorker, AllToAllWithUnequalSplitsAndItsGradient) {
@@ -184,14 +208,24 @@ TEST(Launch, ExpertParallelTwoRanksMatchOneProcess) {
   EXPECT_EQ(r.output.find("SKIPPED ] EpWorker"), std::string::npos) << r.output;
 }
 
-TEST(Launch, DataTimesExpertParallelFourRanksMatchOneProcess) {
-  auto r = launch_workers("EpWorker.ExpertParallelStepMatchesSingleProcess", 4, 180);
+// Four ranks (DP = 2 x EP = 2) of `worker`, each of which must print `line`.
+void expect_four_ranks_match(const std::string& worker, const std::string& line) {
+  auto r = launch_workers(worker, 4, 180);
   EXPECT_EQ(r.exit_code, 0) << r.output;
   for (int rank = 0; rank < 4; ++rank) {
-    EXPECT_NE(r.output.find("[rank " + std::to_string(rank) + "] dp2 x ep2 vs one process"),
-              std::string::npos)
+    EXPECT_NE(r.output.find("[rank " + std::to_string(rank) + "] " + line), std::string::npos)
         << r.output;
   }
+}
+
+TEST(Launch, DataTimesExpertParallelFourRanksMatchOneProcess) {
+  expect_four_ranks_match("EpWorker.ExpertParallelStepMatchesSingleProcess",
+                          "dp2 x ep2 vs one process");
+}
+
+TEST(Launch, LinaScheduledBackwardFourRanksMatchOneProcess) {
+  expect_four_ranks_match("EpWorker.ScheduledBackwardMatchesSingleProcess",
+                          "scheduled dp2 x ep2 vs one process");
 }
 
 // One launch per worker test: each builds its own group on the launcher's port.

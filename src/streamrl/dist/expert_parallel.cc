@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "streamrl/core/errors.h"
+#include "streamrl/dist/backward_comm.h"
 
 namespace streamrl::dist {
 namespace {
@@ -12,20 +13,38 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 // The exchange as an autograd function: the rows this rank sent get the gradient of the rows the
-// others computed from them, which travels back by the reverse splits.
+// others computed from them, which travels back by the reverse splits. The backward exchange is
+// scheduled beside the gradient all-reduces when the group has a BackwardComm.
 struct AllToAll : torch::autograd::Function<AllToAll> {
   static Tensor forward(AutogradContext* ctx, const Tensor& x, int64_t group,
                         std::vector<int64_t> send, std::vector<int64_t> recv) {
-    ctx->saved_data["group"] = group;  // the ProcessGroup outlives every graph built through it
+    ctx->saved_data["group"] = group;  // the group outlives every graph built through it
     ctx->saved_data["send"] = send;
     ctx->saved_data["recv"] = recv;
-    return reinterpret_cast<ProcessGroup*>(group)->all_to_all(x, send, recv);
+    return reinterpret_cast<ExpertParallelGroup*>(group)->group().all_to_all(x, send, recv);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grad) {
-    auto* g = reinterpret_cast<ProcessGroup*>(ctx->saved_data["group"].toInt());
-    const Tensor back = g->all_to_all(grad[0].contiguous(), ctx->saved_data["recv"].toIntVector(),
-                                      ctx->saved_data["send"].toIntVector());
+    auto* g = reinterpret_cast<ExpertParallelGroup*>(ctx->saved_data["group"].toInt());
+    const Tensor out = grad[0].contiguous();
+    BackwardComm* comm = g->backward_comm();
+    if (comm) comm->all_to_all_begins(out.numel() * static_cast<int64_t>(out.element_size()));
+    const Tensor back = g->group().all_to_all(out, ctx->saved_data["recv"].toIntVector(),
+                                              ctx->saved_data["send"].toIntVector());
+    if (comm) comm->all_to_all_ends();
     return {back, Tensor(), Tensor(), Tensor()};
+  }
+};
+
+// Identity whose backward tells the BackwardComm that an MoE layer's combine is computing.
+struct CombineMarker : torch::autograd::Function<CombineMarker> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& x, int64_t group) {
+    ctx->saved_data["group"] = group;
+    return x.view_as(x);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad) {
+    auto* g = reinterpret_cast<ExpertParallelGroup*>(ctx->saved_data["group"].toInt());
+    if (BackwardComm* comm = g->backward_comm()) comm->combine_begins();
+    return {grad[0], Tensor()};
   }
 };
 
@@ -64,7 +83,12 @@ std::vector<int> ParallelLayout::replica_group() const {
 Tensor ExpertParallelGroup::all_to_all(const Tensor& x, const std::vector<int64_t>& send,
                                        const std::vector<int64_t>& recv) {
   if (!x.requires_grad()) return group_->all_to_all(x, send, recv);
-  return AllToAll::apply(x, reinterpret_cast<int64_t>(group_.get()), send, recv);
+  return AllToAll::apply(x, reinterpret_cast<int64_t>(this), send, recv);
+}
+
+Tensor ExpertParallelGroup::combine_output(const Tensor& out) {
+  if (!out.requires_grad()) return out;
+  return CombineMarker::apply(out, reinterpret_cast<int64_t>(this));
 }
 
 ExpertDataParallel::ExpertDataParallel(ProcessGroup& world, int ep)
@@ -76,14 +100,32 @@ ExpertDataParallel::ExpertDataParallel(ProcessGroup& world, int ep)
   replicas_ = world.subgroup(layout_.replica_group(), ranks_name("dp", layout_.replica_group()));
 }
 
-void ExpertDataParallel::all_reduce_gradients(
-    const torch::OrderedDict<std::string, Tensor>& parameters, int64_t chunk_bytes) {
-  std::vector<Tensor> shared, experts;
+namespace {
+
+std::vector<Tensor> select(const torch::OrderedDict<std::string, Tensor>& parameters,
+                           bool experts) {
+  std::vector<Tensor> out;
   for (const auto& p : parameters) {
-    (model::is_expert_parameter(p.key()) ? experts : shared).push_back(p.value());
+    if (model::is_expert_parameter(p.key()) == experts) out.push_back(p.value());
   }
-  dist::all_reduce_gradients(world_, shared, chunk_bytes);
-  dist::all_reduce_gradients(*replicas_, experts, chunk_bytes);
+  return out;
+}
+
+}  // namespace
+
+void ExpertDataParallel::all_reduce_gradients(
+    const torch::OrderedDict<std::string, Tensor>& parameters, int64_t chunk_bytes, bool shared) {
+  if (shared) dist::all_reduce_gradients(world_, select(parameters, false), chunk_bytes);
+  dist::all_reduce_gradients(*replicas_, select(parameters, true), chunk_bytes);
+}
+
+std::unique_ptr<BackwardComm> ExpertDataParallel::backward_comm(
+    const torch::OrderedDict<std::string, Tensor>& parameters, const ep::SchedulerOptions& options,
+    std::chrono::milliseconds timeout) {
+  auto comm = std::make_unique<BackwardComm>(world_, select(parameters, false), options, timeout);
+  experts_->set_backward_comm(comm.get());
+  comm->on_close([experts = experts_] { experts->set_backward_comm(nullptr); });
+  return comm;
 }
 
 }  // namespace streamrl::dist

@@ -6,14 +6,18 @@
 
 #include <torch/torch.h>
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "streamrl/dist/process_group.h"
+#include "streamrl/ep/comm_scheduler.h"
 #include "streamrl/model/moe.h"
 
 namespace streamrl::dist {
+
+class BackwardComm;
 
 // Where rank `rank` of a world of `world` sits for expert parallelism `ep`.
 struct ParallelLayout {
@@ -35,10 +39,15 @@ class ExpertParallelGroup : public model::ExpertExchange {
   int size() const override { return group_->world_size(); }
   torch::Tensor all_to_all(const torch::Tensor& x, const std::vector<int64_t>& send,
                            const std::vector<int64_t>& recv) override;
+  torch::Tensor combine_output(const torch::Tensor& out) override;
   ProcessGroup& group() { return *group_; }
+  // Backward exchanges and combines report to `comm` (Lina's scheduling); null: none.
+  void set_backward_comm(BackwardComm* comm) { comm_ = comm; }
+  BackwardComm* backward_comm() const { return comm_; }
 
  private:
   std::unique_ptr<ProcessGroup> group_;
+  BackwardComm* comm_ = nullptr;
 };
 
 // The groups one rank needs for DP x EP, built from the world (every rank calls it, with the
@@ -52,8 +61,14 @@ class ExpertDataParallel {
   // (model::is_expert_parameter) over the replica group, `chunk_bytes` per exchange (0: one).
   // With each rank's loss summed over its samples and divided by the global count, this gives
   // the gradients one process would compute on the whole batch.
+  // `shared` false: only the expert parameters (a BackwardComm reduces the shared ones).
   void all_reduce_gradients(const torch::OrderedDict<std::string, torch::Tensor>& parameters,
-                            int64_t chunk_bytes = 0);
+                            int64_t chunk_bytes = 0, bool shared = true);
+  // A BackwardComm over the world for the shared parameters of `parameters`, reported to by this
+  // group's exchanges for as long as it lives.
+  std::unique_ptr<BackwardComm> backward_comm(
+      const torch::OrderedDict<std::string, torch::Tensor>& parameters,
+      const ep::SchedulerOptions& options, std::chrono::milliseconds timeout);
 
  private:
   ProcessGroup& world_;

@@ -158,6 +158,7 @@ Tensor MoeBlockImpl::forward(const Tensor& x, const GatingConfig& gating, MoeLay
   const Tensor y = exchange_ ? run_experts_parallel(rows, counts) : run_experts(rows, counts);
   Tensor out =
       torch::zeros_like(x).index_add(0, token, y * weight.unsqueeze(1).to(x.scalar_type()));
+  if (exchange_) out = exchange_->combine_output(out);
   if (Tensor s = shared(x); s.defined()) out = out + s;
   return out;
 }

@@ -70,6 +70,9 @@ class ExpertExchange {
   // gradient takes the reverse exchange.
   virtual torch::Tensor all_to_all(const torch::Tensor& x, const std::vector<int64_t>& send,
                                    const std::vector<int64_t>& recv) = 0;
+  // The layer's combined output passes through here, so that a communication scheduler learns
+  // when the combine's backward starts (an all-to-all is imminent). Identity by default.
+  virtual torch::Tensor combine_output(const torch::Tensor& out) { return out; }
 };
 
 // One MoE MLP block. Submodule names follow the model type's HF layout, so named_parameters() are
