@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <utility>
+
+#include "streamrl/core/errors.h"
+
 namespace streamrl::planner {
 namespace {
 
@@ -29,8 +33,10 @@ TEST(LinkSim, AnIdleLinkGivesTheIdealAllToAll) {
     EXPECT_NEAR(r.all_to_all_s, r.all_to_all_alone_s, 1e-9);
     if (p == ep::Policy::kFairShare) {
       EXPECT_NEAR(r.backward_s, 0.037 + r.all_to_all_s, 1e-9);
+      EXPECT_NEAR(r.all_to_all_blocked_s, r.all_to_all_s, 1e-9);
     } else {  // Lina pipelines the expert FFN with the chunks: part of it hides the exchange
       EXPECT_LT(r.backward_s, 0.037 + r.all_to_all_s - 0.005);
+      EXPECT_NEAR(r.backward_s, 0.037 + r.all_to_all_blocked_s, 1e-9);
     }
   }
 }
@@ -55,6 +61,20 @@ TEST(LinkSim, OnASaturatedLinkLinaCostsLittle) {
   const LinkSimResult lina = run(ep::Policy::kPartitioned, layers);
   EXPECT_LT(lina.all_to_all_s, fair.all_to_all_s);
   EXPECT_LT(lina.backward_s, 1.05 * fair.backward_s);
+}
+
+// Two dense layers of 1 s compute, each followed by a 0.5 s gradient all-reduce: the second
+// compute overlaps the first all-reduce fully when communication takes no compute, not at all
+// when it takes all of it (Gloo on the CPU that computes), and halfway at 0.5.
+TEST(LinkSim, CommunicationThatTakesComputeSlowsIt) {
+  BackwardLayer l;
+  l.compute_s = 1.0, l.gradient_bytes = 500;
+  for (const auto& [share, expect] : {std::pair{0.0, 2.5}, {1.0, 3.0}, {0.5, 2.75}}) {
+    const LinkSimResult r =
+        simulate_backward({l, l}, Link{1000, 0, share}, {ep::Policy::kFairShare, 1 << 20, 1});
+    EXPECT_NEAR(r.backward_s, expect, 1e-9) << share;
+  }
+  EXPECT_THROW(simulate_backward({l}, Link{1000, 0, 1.5}, {}), InputError);
 }
 
 }  // namespace

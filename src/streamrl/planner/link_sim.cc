@@ -58,6 +58,9 @@ struct InFlight {
 LinkSimResult simulate_backward(const std::vector<BackwardLayer>& layers, const Link& link,
                                 const ep::SchedulerOptions& options) {
   if (link.bytes_per_s <= 0) throw InputError("link bandwidth must be > 0");
+  if (link.compute_share < 0 || link.compute_share > 1) {
+    throw InputError("link compute_share must be in [0, 1]");
+  }
   if (options.all_to_all_chunk_tokens < 1) throw InputError("all-to-all chunks need >= 1 token");
   ep::CommScheduler scheduler(options);
   std::map<int, int> landed;  // all-to-all chunks landed, per tensor
@@ -99,18 +102,23 @@ LinkSimResult simulate_backward(const std::vector<BackwardLayer>& layers, const 
     }
     // Advance to the next event: the compute piece ends or an op in flight lands.
     const double rate = flying.empty() ? 0 : link.bytes_per_s / flying.size();
-    double dt = computing ? compute_left : std::numeric_limits<double>::infinity();
+    const double compute_rate = flying.empty() ? 1 : 1 - link.compute_share;
+    double dt = computing && compute_rate > 0 ? compute_left / compute_rate
+                                              : std::numeric_limits<double>::infinity();
     for (const InFlight& f : flying) dt = std::min(dt, f.remaining / rate);
     t += dt;
     if (a2a_pending > 0) r.all_to_all_s += dt;
+    if (!computing && next < steps.size() && steps[next].kind == Step::kWait) {
+      r.all_to_all_blocked_s += dt;
+    }
     // The piece or ops that set dt end now, exactly (dt is their own quotient); the others
     // drain by what the link carried.
-    if (computing && dt == compute_left) {
+    if (computing && compute_rate > 0 && dt == compute_left / compute_rate) {
       computing = false;
       scheduler.set_combine_running(false);
       r.compute_end_s = t;
     } else if (computing) {
-      compute_left -= dt;
+      compute_left -= dt * compute_rate;
     }
     for (size_t i = 0; i < flying.size();) {
       if (flying[i].remaining / rate != dt) {
@@ -135,6 +143,7 @@ nlohmann::json to_json(const LinkSimResult& r) {
   return {{"backward_s", r.backward_s},
           {"compute_end_s", r.compute_end_s},
           {"all_to_all_s", r.all_to_all_s},
+          {"all_to_all_blocked_s", r.all_to_all_blocked_s},
           {"all_to_all_alone_s", r.all_to_all_alone_s}};
 }
 

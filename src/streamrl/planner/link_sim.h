@@ -27,6 +27,10 @@ struct BackwardLayer {
 struct Link {
   double bytes_per_s = 12.5e9;  // 100 Gb/s, the paper's testbed
   double op_latency_s = 20e-6;  // per launched micro-op
+  // The share of the compute an op in flight takes from it: ~0 where copy engines and NICs move
+  // the bytes (the paper's GPUs), near 1 where the cores that compute also move them (Gloo over
+  // loopback on a CPU). Compute runs at (1 - compute_share) while any op is in flight.
+  double compute_share = 0;
 };
 
 struct LinkSimResult {
@@ -35,6 +39,9 @@ struct LinkSimResult {
   // Time with an all-to-all outstanding (submitted, not yet landed): what the backward pass
   // spends waiting on or moving tokens, however they are chunked.
   double all_to_all_s = 0;
+  // Time the rank's compute stands blocked until an all-to-all chunk lands: what a backward
+  // thread measures around its exchanges. Equal to all_to_all_s without pipelining, less with it.
+  double all_to_all_blocked_s = 0;
   // The ideal for every policy: each all-to-all as one launch with the link to itself.
   double all_to_all_alone_s = 0;
 };
