@@ -4,6 +4,7 @@
 #include "emulator_bench.h"
 #include "engine_throughput.h"
 #include "learning_bench.h"
+#include "lina_bench.h"
 #include "model_speed.h"
 #include "moe_bench.h"
 #include "rl_modes_bench.h"
@@ -27,6 +28,11 @@ const std::vector<Benchmark>& all_benchmarks() {
        "GRPO with the sum verifier from its SFT checkpoint: held-out greedy accuracy, "
        "sampled pass@1 and pass@8 before/after, curve",
        run_learning, true},
+      {"lina",
+       "expert-parallel training over 2 ranks, fair-share vs Lina's scheduler, measured and "
+       "emulated (also at the paper's scale); expert-popularity prediction (top-2k accuracy) and "
+       "static vs Lina placement latency p50/p95",
+       run_lina_bench},
       {"model_speed", "training fwd+bwd and decode tokens/s of the tiny model vs the GEMM roofline",
        run_model_speed},
       {"moe",

@@ -89,6 +89,30 @@ TEST_F(BenchCli, MoeComparesGatingVariantsAndRoutingReplay) {
   }
 }
 
+// The popularity tables predict each MoE layer's load from the tokens' expert paths; both
+// placements are timed on the same batches; training runs two expert-parallel ranks, both policies.
+TEST_F(BenchCli, LinaPredictsPopularityAndTimesBothPlacements) {
+  auto r = run_streamrl({"bench", "lina", "--quick", "--json"});  // trains its own tiny MoE
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json j = nlohmann::json::parse(last_line(r.output), nullptr, false);
+  ASSERT_TRUE(j.is_object());
+  EXPECT_EQ(j["predictor"].size(), 3u);  // path lengths 1-3 over the tiny MoE's 4 layers
+  const double acc = j["top2k_accuracy"].get<double>();
+  EXPECT_GE(acc, 0.0);
+  EXPECT_LE(acc, 1.0);
+  EXPECT_GT(j["inference"]["static_ms"]["p95"]["median"].get<double>(), 0);
+  EXPECT_GT(j["inference"]["lina_ms"]["p95"]["median"].get<double>(), 0);
+  EXPECT_TRUE(j["p95_speedup"].is_number());
+  EXPECT_GT(j["inference"]["busiest_rank_share"]["lina_p95"].get<double>(), 0);
+  // Training: two launched expert-parallel ranks, fair share vs Lina, and the emulator's figures.
+  EXPECT_GT(j["train_speedup"].get<double>(), 0);
+  EXPECT_GT(j["a2a_speedup"].get<double>(), 0);
+  EXPECT_GT(j["training"]["lina_step_ms"]["median"].get<double>(), 0);
+  EXPECT_GT(j["training"]["emulated_lina_step_ms"]["median"].get<double>(), 0);
+  EXPECT_TRUE(j["emulator_error_train"].is_number());
+  EXPECT_GT(j["paper_scale"]["train_speedup"].get<double>(), 1.0);
+}
+
 TEST_F(BenchCli, SetIsRefusedByBenchesWithoutARunConfig) {
   auto r = run_streamrl({"bench", "engine", "--quick", "--set", "mode=async"});
   EXPECT_EQ(r.exit_code, 2) << r.output;
