@@ -236,10 +236,12 @@ json run_lina_train_worker(const BenchOptions& options, const std::string& out_p
       }
     }
     // Latency from a tiny all-reduce, bandwidth from the slope between the gradients' size and
-    // four times it (ring: 2 (n - 1) / n of the bytes cross each rank's link).
+    // 16 times it (~14 MB: a difference well above the timing noise; ring: 2 (n - 1) / n of the
+    // bytes cross each rank's link).
     const double latency = all_reduce_s(8);
-    const double slope = all_reduce_s(4 * shared_bytes) - all_reduce_s(shared_bytes);
-    const double bytes_per_s = 3.0 * shared_bytes * 2 * (ranks - 1) / ranks / std::max(1e-6, slope);
+    const double slope = all_reduce_s(16 * shared_bytes) - all_reduce_s(shared_bytes);
+    const double bytes_per_s =
+        15.0 * shared_bytes * 2 * (ranks - 1) / ranks / std::max(1e-6, slope);
     // Fair share and Lina ran side by side in each step slot: the median of their pair ratios.
     std::vector<double> step_ratio, a2a_ratio;
     for (int i = 0; i < steps; ++i) {
