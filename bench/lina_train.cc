@@ -281,6 +281,7 @@ json run_lina_train_worker(const BenchOptions& options, const std::string& out_p
     return spread_json(e);
   };
   json out = rounds.to_json();
+  out["load"] = rounds.load_json();
   out["ranks"] = ranks;
   out["expert_parallel"] = ranks;
   out["batch_tokens_per_rank"] = batch * seq;

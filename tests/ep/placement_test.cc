@@ -58,6 +58,16 @@ TEST(Placement, TheRealGateKeepsOrReplansThePlacement) {
   EXPECT_EQ(re.placement[0].experts, std::vector<int>{6});
   EXPECT_NEAR(max_rank_load(re.placement), max_rank_load(place_experts(missed, 4, 4)), 1e-12);
   EXPECT_THROW(correct_after_gate(p, predicted, {0.5, 0.5}, 4), InputError);
+  // The top-4 matches, but cold experts 5-7, packed together, turned warm: the paper's rule keeps
+  // the placement; the load check rebuilds it when its busiest rank is over 10 % worse.
+  const std::vector<double> warm = {0.3, 0.1, 0.2, 0.1, 0.04, 0.09, 0.09, 0.08};
+  const GatedPlacement paper = correct_after_gate(p, predicted, warm, 4);
+  EXPECT_FALSE(paper.replanned);
+  const GatedPlacement checked = correct_after_gate(p, predicted, warm, 4, 4, 0.1);
+  EXPECT_TRUE(checked.replanned);
+  EXPECT_LT(max_rank_load(checked.placement), max_rank_load(paper.placement) / 1.1);
+  // Within the tolerance the placement stands (here the kept one is within 50 % of a rebuilt one).
+  EXPECT_FALSE(correct_after_gate(p, predicted, close, 4, 4, 0.5).replanned);
 }
 
 TEST(PathPopularity, PredictsTheNextExpertFromThePath) {

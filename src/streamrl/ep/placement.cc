@@ -156,7 +156,8 @@ std::vector<RankLoad> place_experts(const std::vector<double>& popularity, int r
 
 GatedPlacement correct_after_gate(const std::vector<RankLoad>& predicted_placement,
                                   const std::vector<double>& predicted,
-                                  const std::vector<double>& actual, int m, int max_per_rank) {
+                                  const std::vector<double>& actual, int m, int max_per_rank,
+                                  double max_overload) {
   if (predicted.size() != actual.size()) {
     throw InputError("predicted and actual popularity cover " + std::to_string(predicted.size()) +
                      " and " + std::to_string(actual.size()) + " experts");
@@ -173,6 +174,12 @@ GatedPlacement correct_after_gate(const std::vector<RankLoad>& predicted_placeme
   for (RankLoad& r : out.placement) {
     for (size_t i = 0; i < r.experts.size(); ++i) {
       r.shares[i] = actual[r.experts[i]] / replicas[r.experts[i]];
+    }
+  }
+  if (max_overload > 0) {
+    std::vector<RankLoad> rebuilt = place_experts(actual, ranks, max_per_rank);
+    if (max_rank_load(out.placement) > (1 + max_overload) * max_rank_load(rebuilt)) {
+      return {std::move(rebuilt), true};
     }
   }
   return out;

@@ -56,14 +56,17 @@ std::vector<RankLoad> place_experts(const std::vector<double>& popularity, int r
 // Lina's phase 2, after the real gate: the placement made from the prediction stands when the
 // predicted and the actual top-`m` experts are the same set (the paper checks the top-2k), with
 // each replica now serving its expert's actual share; otherwise it is rebuilt from the actual
-// popularity.
+// popularity. With `max_overload` > 0 it is also rebuilt when its busiest rank carries more than
+// (1 + max_overload) times what the rebuilt one's would: the top set can match while a packed cold
+// expert turned out warm (0: the paper's rule alone).
 struct GatedPlacement {
   std::vector<RankLoad> placement;
   bool replanned = false;
 };
 GatedPlacement correct_after_gate(const std::vector<RankLoad>& predicted_placement,
                                   const std::vector<double>& predicted,
-                                  const std::vector<double>& actual, int m, int max_per_rank = 4);
+                                  const std::vector<double>& actual, int m, int max_per_rank = 4,
+                                  double max_overload = 0);
 
 // The static placement Lina is compared with: expert e on rank e % ranks.
 std::vector<RankLoad> static_placement(const std::vector<double>& popularity, int ranks);
