@@ -281,6 +281,33 @@ TEST_F(RlTrain, TwoTrainerRanksGiveTheSameParametersAsOne) {
   EXPECT_FALSE(fs::exists(runs / "dp2/trace.rank1.json"));
 }
 
+// train.mini_batches: several optimizer steps per iteration, each as its groups complete. With two
+// streaming ranks and 3 mini-batches of 3 prompts, rank 0 holds 2 groups (quotas 1, 1, 0) and rank
+// 1 one (1, 0, 0): every rank takes the same collective steps (no hang), the third, on no samples
+// anywhere, leaves the weights alone, and the ranks end with the same weights (checked by the run).
+TEST_F(RlTrain, MiniBatchesStepSeveralTimesPerIterationOnEveryRank) {
+  auto r = run_streamrl({"launch", "--nproc", "2", "--timeout", "240", "--", "train", "--config",
+                         dir_ + "/rl.yaml", "mode=stream", "run.name=mini", "train.iterations=2",
+                         "train.mini_batches=3", "eval.n=0", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  int iterations = 0;
+  for (const auto& rec : read_metrics(dir_ + "/runs/mini/metrics.jsonl")) {
+    if (!rec.contains("reward_mean")) continue;
+    ++iterations;
+    EXPECT_EQ(rec["optimizer_steps"].get<int>(), 2) << rec.dump();
+    EXPECT_EQ(rec["samples"].get<int>(), 12);
+  }
+  EXPECT_EQ(iterations, 2);
+  auto bad = run_streamrl(
+      {"train", "--config", dir_ + "/rl.yaml", "run.name=mini_bad", "train.mini_batches=4"});
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("train.mini_batches (4) must be between 1 and "
+                            "rollout.prompts_per_iteration (3)"),
+            std::string::npos)
+      << bad.output;
+  EXPECT_EQ(bad.output.find('\n'), bad.output.size() - 1) << "more than one line: " << bad.output;
+}
+
 // Async: generation of iteration k runs with weights k-1, never older than the bound; every
 // record names the versions it trained on; a trace and a report are written.
 TEST_F(RlTrain, AsyncRespectsTheStalenessBound) {

@@ -7,6 +7,7 @@
 
 #include "streamrl/core/errors.h"
 #include "streamrl/model/model_config.h"
+#include "streamrl/rl/mini_batch_step.h"
 #include "streamrl/rl/policy_update.h"
 
 namespace streamrl::rl {
@@ -125,14 +126,97 @@ TEST(PolicyStep, NonFiniteLossThrowsAndKeepsTheParameters) {
   for (const auto& p : m->parameters()) EXPECT_TRUE(torch::equal(p.detach(), before[i++]));
 }
 
-TEST(PolicyStep, EmptyStepLeavesParametersFinite) {
+torch::Tensor flat_params(model::CausalLM& m) {
+  std::vector<torch::Tensor> flat;
+  for (const auto& p : m->parameters()) flat.push_back(p.detach().flatten().clone());
+  return torch::cat(flat);
+}
+
+// A step on no samples takes no optimizer step: Adam's moments would otherwise move the weights
+// (MiniBatchStep runs such steps when dynamic sampling runs out of refills).
+TEST(PolicyStep, EmptyStepLeavesParametersUnchanged) {
   model::CausalLM m = tiny_model();
   auto opt = make_adamw(*m, OptimConfig{});
+  policy_update(m, *opt, make_samples(m, 4), RlLossConfig{}, UpdateConfig{}, 1e-2, 1.0);
+  const torch::Tensor before = flat_params(m);
   PolicyStep step(m, *opt, RlLossConfig{}, UpdateConfig{});
-  UpdateResult r = step.finish(1e-3, 1.0);
+  UpdateResult r = step.finish(1e-2, 1.0);
   EXPECT_EQ(r.tokens, 0);
   EXPECT_EQ(r.micro_batches, 0);
-  for (const auto& p : m->parameters()) EXPECT_TRUE(torch::isfinite(p).all().item<bool>());
+  EXPECT_EQ(r.steps, 0);
+  EXPECT_TRUE(torch::equal(flat_params(m), before));
+}
+
+TEST(MiniBatchStep, QuotasSplitTheGroupsEvenly) {
+  EXPECT_EQ(mini_batch_quotas(10, 4), (std::vector<int>{3, 3, 2, 2}));
+  EXPECT_EQ(mini_batch_quotas(2, 4), (std::vector<int>{1, 1, 0, 0}));
+  EXPECT_EQ(mini_batch_quotas(8, 1), (std::vector<int>{8}));
+  EXPECT_THROW(mini_batch_quotas(8, 0), InputError);
+}
+
+// Twelve samples in groups of three (request ids 0..3): mini-batches of `quotas` groups, the
+// groups delivered in `chunks` samples per add(), against plain PolicySteps on the same parts.
+void expect_same_as_sequential_steps(const std::vector<int>& quotas, const std::vector<int>& chunks,
+                                     int groups_arriving) {
+  auto grouped = [](model::CausalLM& m) {
+    auto samples = make_samples(m, 12);
+    for (size_t i = 0; i < samples.size(); ++i) samples[i].sample.request_id = i / 3;
+    return samples;
+  };
+  OptimConfig oc;
+  oc.lr = 1e-2;
+  UpdateConfig uc;
+  uc.micro_batch_tokens = 16;
+
+  model::CausalLM a = tiny_model();
+  auto opt_a = make_adamw(*a, oc);
+  auto samples_a = grouped(a);
+  samples_a.resize(3 * groups_arriving);
+  MiniBatchStep step(
+      [&]() -> std::unique_ptr<TrainerStep> {
+        return std::make_unique<PolicyStep>(a, *opt_a, RlLossConfig{}, uc);
+      },
+      quotas, 1e-2, 1.0);
+  size_t next = 0;
+  for (int c : chunks) {
+    step.add(std::vector<ScoredSample>(samples_a.begin() + next, samples_a.begin() + next + c),
+             /*eager=*/true);
+    next += c;
+  }
+  ASSERT_EQ(next, samples_a.size());
+  const UpdateResult merged = step.finish(0.0, 0.0);  // the constructor's lr and clip apply
+
+  model::CausalLM b = tiny_model();
+  auto opt_b = make_adamw(*b, oc);
+  auto samples_b = grouped(b);  // behaviour log-probs of the initial weights, as for `a`
+  samples_b.resize(3 * groups_arriving);
+  int64_t tokens = 0, steps = 0;
+  size_t from = 0;
+  for (int q : quotas) {
+    const size_t to = std::min(samples_b.size(), from + 3 * static_cast<size_t>(q));
+    if (to == from) continue;
+    UpdateResult r = policy_update(
+        b, *opt_b, std::vector<ScoredSample>(samples_b.begin() + from, samples_b.begin() + to),
+        RlLossConfig{}, uc, 1e-2, 1.0);
+    tokens += r.tokens;
+    steps += r.steps;
+    from = to;
+  }
+  EXPECT_EQ(merged.steps, steps);
+  EXPECT_EQ(merged.tokens, tokens);
+  EXPECT_LT((flat_params(a) - flat_params(b)).abs().max().item<double>(), 1e-6);
+}
+
+TEST(MiniBatchStep, EachMiniBatchIsOneStepOnItsGroups) {
+  expect_same_as_sequential_steps({2, 2}, {12}, 4);                // all at once
+  expect_same_as_sequential_steps({2, 1, 1}, {3, 6, 3}, 4);        // streamed, whole groups
+  expect_same_as_sequential_steps({1, 1, 1, 1}, {3, 3, 3, 3}, 4);  // a step per group
+}
+
+// Fewer groups than planned (refills ran out): the steps that got none leave the weights alone.
+TEST(MiniBatchStep, MissingGroupsTakeNoStep) {
+  expect_same_as_sequential_steps({2, 1, 1}, {6}, 2);
+  expect_same_as_sequential_steps({1, 1, 1, 1}, {3}, 1);
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "streamrl/model/moe.h"
 
+#include <algorithm>
+
 #include "streamrl/core/errors.h"
 
 namespace streamrl::model {
@@ -306,6 +308,21 @@ void MoeStats::add(const MoeAuxLosses& aux, bool aux_top1_only, int64_t tokens) 
   tokens_ += tokens;
   replayed_ += aux.replayed;
   differed_ += aux.differed;
+}
+
+void MoeStats::merge(const MoeStats& o) {
+  two_expert_share_.resize(std::max(two_expert_share_.size(), o.two_expert_share_.size()), 0.0);
+  expert_load_.resize(std::max(expert_load_.size(), o.expert_load_.size()), 0.0);
+  for (size_t l = 0; l < o.two_expert_share_.size(); ++l) {
+    two_expert_share_[l] += o.two_expert_share_[l];
+    expert_load_[l] += o.expert_load_[l];
+  }
+  if (o.aux_loss_.defined())
+    aux_loss_ = aux_loss_.defined() ? aux_loss_ + o.aux_loss_ : o.aux_loss_;
+  if (o.z_loss_.defined()) z_loss_ = z_loss_.defined() ? z_loss_ + o.z_loss_ : o.z_loss_;
+  tokens_ += o.tokens_;
+  replayed_ += o.replayed_;
+  differed_ += o.differed_;
 }
 
 nlohmann::json MoeStats::to_json(bool routing) const {

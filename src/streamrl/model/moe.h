@@ -163,6 +163,8 @@ class MoeStats {
  public:
   // The losses stay tensors until to_json(), so a device step does not wait on each micro-batch.
   void add(const MoeAuxLosses& aux, bool aux_top1_only, int64_t tokens);
+  // Adds another step's statistics (several optimizer steps in one iteration).
+  void merge(const MoeStats& other);
   bool empty() const { return tokens_ == 0; }
   // two_expert_share and expert_load per layer, aux_loss, z_loss; routing_mismatch (differed over
   // replayed token-layer pairs, null when nothing was compared) when `routing` is set.

@@ -49,6 +49,7 @@ IterationRecord iteration_record(const RlRunConfig& c, int64_t it, const Iterati
       {"ppo_kl", m.ppo_kl()},
       {"loss", m.loss},
       {"grad_norm", up.grad_norm},
+      {"optimizer_steps", up.steps},
       {"skipped_zero_advantage", up.skipped_samples},
       {"lr", up.lr},
       {"samples", static_cast<int64_t>(samples)},

@@ -260,6 +260,14 @@ UpdateResult PolicyStep::finish(double lr, double grad_clip) {
     m.entropy_term /= count;
   }
   result_.lr = lr;
+  result_.steps = 1;
+  if (count == 0) {
+    // No sample on any rank (a mini-batch whose groups never came): Adam's moments would still
+    // move the weights on zero gradients.
+    clear_grads(optimizer_);
+    result_.steps = 0;
+    return result_;
+  }
   set_lr(optimizer_, lr);
   result_.grad_norm = clip_grad_norm(*model_, grad_clip);
   if (!std::isfinite(result_.grad_norm)) {

@@ -38,6 +38,7 @@ struct UpdateResult {
   int64_t micro_batches = 0;
   int64_t tokens = 0;           // output tokens in the global count (skipped samples included)
   int64_t skipped_samples = 0;  // zero-advantage samples that needed no forward/backward
+  int64_t steps = 0;            // optimizer steps taken (train.mini_batches per iteration)
   double seconds = 0;      // forward/backward and optimizer step, excluding waits between add()s
   double cpu_seconds = 0;  // the calling thread's CPU time in the same spans
   // MoE policies: router statistics weighted by micro-batch completion tokens, and how often the

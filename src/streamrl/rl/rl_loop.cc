@@ -7,6 +7,7 @@
 
 #include "streamrl/core/errors.h"
 #include "streamrl/rl/advantages.h"
+#include "streamrl/rl/mini_batch_step.h"
 #include "streamrl/rl/train_checkpoint.h"
 #include "streamrl/tasks/verifiers.h"
 
@@ -71,7 +72,13 @@ void RlLoop::drive_colocated() {
 
 UpdateResult RlLoop::run_iteration(int64_t k, IterationStats* st) {
   const double gen_busy0 = gen_->busy_seconds();
-  std::unique_ptr<TrainerStep> step = new_step_();
+  // With train.mini_batches the step of each part of the iteration's groups runs as soon as they
+  // are in (on arrival modes: while the generator goes on).
+  std::unique_ptr<TrainerStep> step =
+      c_.mini_batches > 1 ? std::make_unique<MiniBatchStep>(
+                                new_step_, mini_batch_quotas(own_prompts(), c_.mini_batches),
+                                lr_at(c_.optim, k), c_.optim.grad_clip)
+                          : new_step_();
   if (!mode_.dedicated_generator) {
     gen_seconds_ = 0;
     drive_colocated();

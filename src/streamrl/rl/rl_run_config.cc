@@ -29,6 +29,7 @@ RlRunConfig RlRunConfig::from_config(const core::Config& root) {
   dynamic.get("max_refills", c.dynamic_sampling.max_refills);
   core::Config train = root.section("train");
   train.get("iterations", c.iterations);
+  train.get("mini_batches", c.mini_batches);
   train.get("micro_batch_tokens", c.update.micro_batch_tokens);
   train.get("recompute_old_logprobs", c.update.recompute_old_logprobs);
   c.update.temperature = c.temperature;
@@ -68,6 +69,11 @@ RlRunConfig RlRunConfig::from_config(const core::Config& root) {
   if (c.iterations < 1 || c.prompts_per_iteration < 1 || c.group_size < 1) {
     throw InputError(
         "train.iterations, rollout.prompts_per_iteration and rollout.group_size must be >= 1");
+  }
+  if (c.mini_batches < 1 || c.mini_batches > c.prompts_per_iteration) {
+    throw InputError("train.mini_batches (" + std::to_string(c.mini_batches) +
+                     ") must be between 1 and rollout.prompts_per_iteration (" +
+                     std::to_string(c.prompts_per_iteration) + ")");
   }
   if (c.group_size > c.max_batch_size) {
     throw InputError("rollout.group_size (" + std::to_string(c.group_size) +

@@ -44,6 +44,9 @@ struct RlRunConfig {
   DynamicSamplingOptions dynamic_sampling;
   // training
   int iterations = 50;
+  // Optimizer steps per iteration (train.mini_batches): the iteration's groups, split in
+  // completion order, each part its own step (rl/mini_batch_step.h).
+  int mini_batches = 1;
   UpdateConfig update;
   OptimConfig optim;
   RlLossConfig loss;
