@@ -1,0 +1,32 @@
+#include "streamrl/tools/tool_turn.h"
+
+#include "streamrl/core/errors.h"
+
+namespace streamrl::tools {
+
+std::string render_tool_turn(const tokenizer::ChatTemplate& chat_template,
+                             const std::vector<tokenizer::ChatMessage>& history,
+                             const std::vector<ToolResult>& results) {
+  if (history.empty() || history.back().role != "assistant") {
+    throw InputError("render_tool_turn: the conversation must end with the assistant's reply");
+  }
+  std::vector<tokenizer::ChatMessage> after = history;
+  for (const auto& r : results) after.push_back({"tool", r.text});
+  tokenizer::ChatOptions until_reply, with_results;
+  until_reply.add_generation_prompt = false;
+  with_results.add_generation_prompt = true;
+  const std::string before = chat_template.render(history, until_reply);
+  const std::string full = chat_template.render(after, with_results);
+  const std::string& reply = history.back().content;
+  const std::string& eot = chat_template.end_of_turn();
+  // The reply as the template wrote it, then its end-of-turn marker.
+  const size_t at = before.rfind(reply + eot);
+  if (at == std::string::npos || full.compare(0, before.size(), before) != 0) {
+    throw InputError(
+        "render_tool_turn: the chat template does not render tool results as a continuation of "
+        "the conversation");
+  }
+  return full.substr(at + reply.size() + eot.size());
+}
+
+}  // namespace streamrl::tools
