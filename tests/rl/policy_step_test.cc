@@ -147,6 +147,38 @@ TEST(PolicyStep, EmptyStepLeavesParametersUnchanged) {
   EXPECT_TRUE(torch::equal(flat_params(m), before));
 }
 
+// Multi-turn samples: tokens appended between turns (tool results, sampled_mask 0) are context
+// only. Whatever their behaviour log-probs, the update is the same, and they are not counted;
+// without the mask the same garbage changes the update.
+TEST(PolicyStep, AppendedToolTokensAreOutsideTheLoss) {
+  auto run = [](bool masked, float garbage, UpdateResult* result) {
+    model::CausalLM m = tiny_model();
+    auto samples = make_samples(m, 6);
+    for (auto& s : samples) {
+      const size_t n = s.sample.output_ids.size();
+      if (n < 3) continue;
+      if (masked) s.sample.sampled_mask.assign(n, 1);
+      for (size_t t = 1; t + 1 < n; t += 2) {  // every other inner token is "appended"
+        if (masked) s.sample.sampled_mask[t] = 0;
+        s.sample.logprobs[t] = garbage;
+      }
+    }
+    OptimConfig oc;
+    oc.lr = 1.0;
+    oc.eps = 1.0;
+    auto opt = make_adamw(*m, oc);
+    *result = policy_update(m, *opt, std::move(samples), RlLossConfig{}, UpdateConfig{}, 1.0, 0.0);
+    return flat_params(m);
+  };
+  UpdateResult a, b, c, d;
+  const torch::Tensor pa = run(true, -0.5f, &a), pb = run(true, -40.0f, &b);
+  EXPECT_LT((pa - pb).abs().max().item<double>(), 1e-7);
+  EXPECT_EQ(a.tokens, b.tokens);
+  const torch::Tensor pc = run(false, -0.5f, &c), pd = run(false, -40.0f, &d);
+  EXPECT_GT((pc - pd).abs().max().item<double>(), 1e-4);
+  EXPECT_LT(a.tokens, c.tokens);
+}
+
 TEST(MiniBatchStep, QuotasSplitTheGroupsEvenly) {
   EXPECT_EQ(mini_batch_quotas(10, 4), (std::vector<int>{3, 3, 2, 2}));
   EXPECT_EQ(mini_batch_quotas(2, 4), (std::vector<int>{1, 1, 0, 0}));

@@ -49,6 +49,11 @@ struct Engine::Running {
   int64_t reserved = 0;
   uint64_t stream = 0;
   double decode_start = 0;  // steady seconds when the first token was sampled
+  bool hold = false;        // Request::hold_kv
+  size_t turn_start = 0;    // output tokens before this turn (params.max_new_tokens counts after)
+  // A continuation admitted this step: these tokens are fed from position `feed_from`.
+  std::vector<int32_t> feed;
+  int64_t feed_from = 0;
 };
 
 Engine::Engine(model::CausalLM model, const EngineConfig& config, int64_t weight_version)
@@ -128,6 +133,27 @@ void Engine::stop_sample(int64_t request_id, int32_t sample_index) {
   work_cv_.notify_all();
 }
 
+void Engine::continue_sample(Continuation continuation) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    continuations_.push_back(std::move(continuation));
+  }
+  work_cv_.notify_all();
+}
+
+void Engine::release_sample(int64_t request_id, int32_t sample_index) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    releases_.emplace_back(request_id, sample_index);
+  }
+  work_cv_.notify_all();
+}
+
+int64_t Engine::held_samples() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return held_count_;
+}
+
 void Engine::set_weight_version(int64_t version) {
   std::lock_guard<std::mutex> lock(mu_);
   pending_version_ = version;
@@ -136,14 +162,17 @@ void Engine::set_weight_version(int64_t version) {
 bool Engine::wait_for_work(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mu_);
   return work_cv_.wait_for(lock, timeout, [&] {
-    return !inbox_.empty() || !aborts_.empty() || !stops_.empty() || pending_weights_.has_value() ||
-           stats_.waiting_requests > 0 || stats_.running_samples > 0;
+    // Requests already waiting are not work by themselves: step() admits every one that fits, so
+    // those left wait on something queued here (a release, an abort) or on running samples.
+    return !inbox_.empty() || !aborts_.empty() || !stops_.empty() || !continuations_.empty() ||
+           !releases_.empty() || pending_weights_.has_value() || stats_.running_samples > 0;
   });
 }
 
 bool Engine::idle() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return inbox_.empty() && stats_.waiting_requests == 0 && stats_.running_samples == 0;
+  return inbox_.empty() && continuations_.empty() && stats_.waiting_requests == 0 &&
+         stats_.running_samples == 0;
 }
 
 EngineStats Engine::stats() const {
@@ -156,18 +185,38 @@ EngineStats Engine::stats() const {
 void Engine::apply_pending() {
   std::vector<std::pair<Request, double>> inbox;
   std::vector<int64_t> aborts;
-  std::vector<std::pair<int64_t, int32_t>> stops;
+  std::vector<std::pair<int64_t, int32_t>> stops, releases;
+  std::vector<Continuation> continuations;
   std::optional<std::pair<int64_t, std::map<std::string, torch::Tensor>>> weights;
   {
     std::lock_guard<std::mutex> lock(mu_);
     inbox.swap(inbox_);
     aborts.swap(aborts_);
     stops.swap(stops_);
+    releases.swap(releases_);
+    continuations.swap(continuations_);
     weights.swap(pending_weights_);
     if (pending_version_) weight_version_ = *std::exchange(pending_version_, std::nullopt);
   }
   for (auto& r : inbox) waiting_.push_back(std::move(r));
+  for (auto& c : continuations) continuing_.push_back(std::move(c));
+  for (const auto& key : releases) {
+    auto it = held_.find(key);
+    if (it == held_.end()) continue;
+    release(*it->second);
+    held_.erase(it);
+  }
   for (int64_t id : aborts) {
+    // A held sample of the request is released; its continuations are dropped.
+    for (auto it = held_.begin(); it != held_.end();) {
+      if (it->first.first != id) {
+        ++it;
+        continue;
+      }
+      release(*it->second);
+      it = held_.erase(it);
+    }
+    std::erase_if(continuing_, [id](const Continuation& c) { return c.request_id == id; });
     for (auto it = waiting_.begin(); it != waiting_.end();) {
       if (it->first.request_id != id) {
         ++it;
@@ -215,6 +264,9 @@ void Engine::recover() {
   while (!running_.empty()) finish(running_.size() - 1, FinishReason::kAborted);
   for (auto& [r, arrival] : waiting_) abort_waiting(r);
   waiting_.clear();
+  for (auto& [key, run] : held_) release(*run);
+  held_.clear();
+  continuing_.clear();
   if (!last_good_.empty()) {
     model::load_weights(model_, last_good_, "recovery (last good weights)");
     weight_version_ = last_good_version_;
@@ -223,6 +275,7 @@ void Engine::recover() {
   stats_.waiting_requests = 0;
   stats_.running_samples = 0;
   stats_.weight_version = weight_version_;
+  held_count_ = 0;
 }
 
 size_t Engine::admit() {
@@ -259,12 +312,66 @@ size_t Engine::admit() {
       run->slot = free_slots_.back();
       free_slots_.pop_back();
       run->reserved = reservation(r);
+      run->hold = r.hold_kv;
       run->stream = sample_stream(static_cast<int64_t>(r.random_key.value_or(r.request_id)), k);
       running_.push_back(std::move(run));
     }
     waiting_.erase(pick);
   }
   return first_new;
+}
+
+void Engine::admit_continuations() {
+  while (!continuing_.empty()) {
+    Continuation& c = continuing_.front();
+    auto it = held_.find({c.request_id, c.sample_index});
+    if (it == held_.end()) {  // released or aborted meanwhile, or never held
+      continuing_.pop_front();
+      continue;
+    }
+    Running& r = *it->second;
+    const int64_t length =
+        static_cast<int64_t>(r.sample.prompt_ids.size() + r.sample.output_ids.size());
+    const int64_t need = length + static_cast<int64_t>(c.appended_ids.size()) + c.max_new_tokens;
+    if (c.max_new_tokens < 1 || need > config_.max_seq_len) {
+      // Can never fit: the turn ends at once, nothing sampled; the sample stays held.
+      Sample copy = r.sample;
+      copy.finish_reason = FinishReason::kLength;
+      continuing_.pop_front();
+      if (*r.on_sample) (*r.on_sample)(std::move(copy));
+      continue;
+    }
+    // The cache's slots are allocated up front and the budget only paces admission: with nothing
+    // running, a continuation goes ahead over budget rather than wait on held samples forever.
+    if (reserved_tokens_ - r.reserved + need > config_.kv_token_budget && !running_.empty()) break;
+    std::unique_ptr<Running> run = std::move(it->second);
+    held_.erase(it);
+    reserved_tokens_ += need - run->reserved;
+    run->reserved = need;
+    // The last sampled token was never fed; it goes first, then the appended ones.
+    run->feed = {run->sample.output_ids.back()};
+    run->feed.insert(run->feed.end(), c.appended_ids.begin(), c.appended_ids.end());
+    run->feed_from = length - 1;
+    if (run->sample.sampled_mask.empty())
+      run->sample.sampled_mask.assign(length - run->sample.prompt_ids.size(), 1);
+    for (int32_t t : c.appended_ids) {
+      run->sample.output_ids.push_back(t);
+      run->sample.logprobs.push_back(0.0f);
+      run->sample.sampled_mask.push_back(0);
+      if (run->params.top_logprobs > 0) run->sample.top_logprobs.emplace_back();
+    }
+    run->turn_start = run->sample.output_ids.size();
+    run->params.max_new_tokens = c.max_new_tokens;
+    run->sample.turns += 1;
+    run->sample.finish_reason = FinishReason::kLength;
+    running_.push_back(std::move(run));
+    continuing_.pop_front();
+  }
+}
+
+void Engine::release(const Running& run) {
+  free_slots_.push_back(run.slot);
+  reserved_tokens_ -= run.reserved;
 }
 
 void Engine::forward_and_sample(size_t first_new) {
@@ -284,6 +391,15 @@ void Engine::forward_and_sample(size_t first_new) {
   std::vector<std::pair<size_t, size_t>> shared;  // (owner, follower) running indices
   for (size_t i = first_new; i < running_.size(); ++i) {
     const Running& r = *running_[i];
+    if (!r.feed.empty()) {  // a continuation: only its new tokens
+      for (size_t t = 0; t < r.feed.size(); ++t) {
+        tokens.push_back(r.feed[t]);
+        positions.push_back(r.feed_from + static_cast<int64_t>(t));
+        slots.push_back(r.slot);
+      }
+      logit_row[i] = static_cast<int64_t>(tokens.size()) - 1;
+      continue;
+    }
     const bool owner = r.sample.sample_index == 0 || !config_.prefix_sharing;
     if (!owner) {
       const size_t o = i - r.sample.sample_index;
@@ -298,6 +414,13 @@ void Engine::forward_and_sample(size_t first_new) {
     }
     logit_row[i] = static_cast<int64_t>(tokens.size()) - 1;
   }
+  std::vector<int64_t> fed(running_.size(), 1);  // tokens each entry fed (routing records)
+  for (size_t i = first_new; i < running_.size(); ++i) {
+    Running& r = *running_[i];
+    fed[i] = r.feed.empty() ? static_cast<int64_t>(r.sample.prompt_ids.size())
+                            : static_cast<int64_t>(r.feed.size());
+    r.feed.clear();
+  }
   if (tokens.empty()) return;
   const double t0 = now_s();
   const int64_t N = static_cast<int64_t>(tokens.size());
@@ -307,7 +430,7 @@ void Engine::forward_and_sample(size_t first_new) {
       torch::tensor(tokens, torch::kLong).view({N, 1}),
       torch::tensor(positions, torch::kLong).view({N, 1}), torch::ones({N, 1}, torch::kBool),
       torch::tensor(slots, torch::kLong), cache_, record ? &routing : nullptr);
-  if (record) record_routing(routing, logit_row, first_new);
+  if (record) record_routing(routing, logit_row, fed);
   for (const auto& [o, f] : shared) {
     cache_.copy_prefix(running_[o]->slot, running_[f]->slot, running_[o]->sample.prompt_ids.size());
   }
@@ -331,6 +454,7 @@ void Engine::forward_and_sample(size_t first_new) {
     }
     r.sample.output_ids.push_back(static_cast<int32_t>(tok[i]));
     r.sample.logprobs.push_back(lp[i]);
+    if (!r.sample.sampled_mask.empty()) r.sample.sampled_mask.push_back(1);
     if (r.params.top_logprobs > 0) {
       auto ids = st.top_ids.accessor<int64_t, 2>();
       auto lps = st.top_logprobs.accessor<float, 2>();
@@ -350,16 +474,17 @@ void Engine::forward_and_sample(size_t first_new) {
 }
 
 void Engine::record_routing(const std::vector<torch::Tensor>& routing,
-                            const std::vector<int64_t>& logit_row, size_t first_new) {
+                            const std::vector<int64_t>& logit_row,
+                            const std::vector<int64_t>& fed) {
   const torch::Tensor all = torch::stack(routing, 1).to(torch::kShort).contiguous();  // [N, L, K]
   const int64_t L = all.size(1), K = all.size(2);
   const int16_t* ids = all.data_ptr<int16_t>();
   for (size_t i = 0; i < running_.size(); ++i) {
     Sample& s = running_[i]->sample;
     s.routing_layers = static_cast<int32_t>(L), s.routing_k = static_cast<int32_t>(K);
-    // A decoding sample fed one token (its row); a new one its prompt, ending at its row (a
-    // follower shares its owner's rows).
-    const int64_t n = i < first_new ? 1 : static_cast<int64_t>(s.prompt_ids.size());
+    // A decoding sample fed one token (its row); a new one its prompt, a continuation its new
+    // tokens, ending at its row (a follower shares its owner's rows).
+    const int64_t n = fed[i];
     const int16_t* from = ids + (logit_row[i] - n + 1) * L * K;
     s.routed_experts.insert(s.routed_experts.end(), from, from + n * L * K);
   }
@@ -370,12 +495,18 @@ void Engine::finish(size_t index, FinishReason reason) {
   running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(index));
   run->sample.finish_reason = reason;
   if (run->decode_start > 0) run->sample.decode_s = now_s() - run->decode_start;
-  free_slots_.push_back(run->slot);
-  reserved_tokens_ -= run->reserved;
   {
     std::lock_guard<std::mutex> lock(mu_);
     stats_.finished_samples += 1;
   }
+  if (run->hold && reason != FinishReason::kAborted) {
+    Sample copy = run->sample;
+    auto callback = run->on_sample;
+    held_[{copy.request_id, copy.sample_index}] = std::move(run);
+    if (*callback) (*callback)(std::move(copy));
+    return;
+  }
+  release(*run);
   if (*run->on_sample) (*run->on_sample)(std::move(run->sample));
 }
 
@@ -383,18 +514,28 @@ bool Engine::step() {
   torch::NoGradGuard no_grad;
   const double t0 = now_s();
   apply_pending();
-  if (waiting_.empty() && running_.empty()) {
+  if (waiting_.empty() && running_.empty() && continuing_.empty()) {
     // Aborts and weight swaps on an idle engine still show in the stats.
     std::lock_guard<std::mutex> lock(mu_);
     stats_.waiting_requests = 0;
     stats_.running_samples = 0;
     stats_.weight_version = weight_version_;
+    held_count_ = static_cast<int64_t>(held_.size());
     return false;
   }
   const auto span_begin = std::chrono::steady_clock::now();
   const size_t first_new = admit();
+  admit_continuations();  // after the new requests: prefix sharing indexes those from first_new
   const size_t admitted = running_.size() - first_new;
   const size_t batch = running_.size();
+  if (running_.empty()) {
+    // Requests wait on slots or budget that held samples keep: no progress until a release.
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.waiting_requests = static_cast<int64_t>(waiting_.size() + continuing_.size());
+    stats_.running_samples = 0;
+    held_count_ = static_cast<int64_t>(held_.size());
+    return false;
+  }
   forward_and_sample(first_new);
   if (config_.trace) {
     config_.trace->span(config_.trace_track, admitted > 0 ? "prefill+decode" : "decode", span_begin,
@@ -408,7 +549,8 @@ bool Engine::step() {
     const auto& stop = r.params.stop_token_ids;
     if (std::find(stop.begin(), stop.end(), last) != stop.end()) {
       finish(i, FinishReason::kStop);
-    } else if (static_cast<int>(r.sample.output_ids.size()) >= r.params.max_new_tokens) {
+    } else if (static_cast<int>(r.sample.output_ids.size() - r.turn_start) >=
+               r.params.max_new_tokens) {
       finish(i, FinishReason::kLength);
     } else {
       ++i;
@@ -417,9 +559,10 @@ bool Engine::step() {
   std::lock_guard<std::mutex> lock(mu_);
   stats_.steps += 1;
   stats_.busy_seconds += now_s() - t0;
-  stats_.waiting_requests = static_cast<int64_t>(waiting_.size());
+  stats_.waiting_requests = static_cast<int64_t>(waiting_.size() + continuing_.size());
   stats_.running_samples = static_cast<int64_t>(running_.size());
   stats_.weight_version = weight_version_;
+  held_count_ = static_cast<int64_t>(held_.size());
   return true;
 }
 

@@ -70,6 +70,20 @@ struct Request {
   // Keys the random streams of the samples (with each sample's index and params.seed); nullopt =
   // request_id. A server sets it from the prompt, so a seed reproduces across requests.
   std::optional<uint64_t> random_key;
+  // Multi-turn rollouts: a sample that finishes (stop or length) keeps its slot and KV cache after
+  // its on_sample, until the caller continues it (Engine::continue_sample) or releases it.
+  bool hold_kv = false;
+};
+
+// The next turn of a held sample: `appended_ids` (e.g. the rendered tool results and the next
+// assistant header) are prefilled after what the sample holds, then up to `max_new_tokens` are
+// sampled with the request's other parameters; the whole sample comes back through the request's
+// on_sample again, held again.
+struct Continuation {
+  int64_t request_id = 0;
+  int32_t sample_index = 0;
+  std::vector<int32_t> appended_ids;
+  int max_new_tokens = 128;
 };
 
 // Counters for /metrics and profiling. A consistent snapshot.
@@ -102,6 +116,18 @@ class Engine {
   // only the caller can see matched); a sample that is not running is left alone.
   void stop_sample(int64_t request_id, int32_t sample_index);
 
+  // Continues a held sample at the next step, prefilling only the appended tokens (its earlier
+  // turns stay in the KV cache). Any thread. It waits while the KV budget lacks room for it; a
+  // continuation that can never fit max_seq_len, or names no held sample, finishes the sample at
+  // once with kLength (nothing sampled), still held, or is dropped, respectively.
+  void continue_sample(Continuation continuation);
+
+  // Frees a held sample's slot and KV cache (a rollout that is done). Any thread.
+  void release_sample(int64_t request_id, int32_t sample_index);
+
+  // Samples held for another turn.
+  int64_t held_samples() const;
+
   // Installs new weights (HF name -> tensor) at the next step boundary; samples started afterwards
   // carry `version`. Every tensor is checked here (model::check_weights), so a bad update throws
   // InputError to its caller and never reaches the engine thread. The engine keeps a copy of the
@@ -118,10 +144,11 @@ class Engine {
   void set_weight_version(int64_t version);
 
   // One iteration: apply pending weights/aborts, admit, prefill, decode one token, emit finished
-  // samples. Returns false when there was nothing to do.
+  // samples. Returns false when there was nothing to do, or nothing could run (every slot or the
+  // KV budget held by samples waiting for their next turn).
   bool step();
 
-  // Steps until no request is waiting or running.
+  // Steps until no request is waiting or running, or none can run until a held sample is released.
   void run_until_idle();
 
   // Blocks up to `timeout` until there is work (a request, abort or weight update queued, or
@@ -140,8 +167,10 @@ class Engine {
   void forward_and_sample(size_t first_new);
   // Appends each running sample's fed tokens' experts (one [N, K] tensor per MoE layer).
   void record_routing(const std::vector<torch::Tensor>& routing,
-                      const std::vector<int64_t>& logit_row, size_t first_new);
+                      const std::vector<int64_t>& logit_row, const std::vector<int64_t>& fed);
   void finish(size_t running_index, FinishReason reason);
+  void release(const Running& run);  // frees its slot and reservation
+  void admit_continuations();
 
   model::CausalLM model_;
   EngineConfig config_;
@@ -151,6 +180,9 @@ class Engine {
   std::vector<int> free_slots_;
   std::vector<std::unique_ptr<Running>> running_;
   std::deque<std::pair<Request, double>> waiting_;  // request, arrival time (steady seconds)
+  // Held samples by (request id, sample index), and continuations waiting for KV budget.
+  std::map<std::pair<int64_t, int32_t>, std::unique_ptr<Running>> held_;
+  std::deque<Continuation> continuing_;
   int64_t reserved_tokens_ = 0;
   int64_t weight_version_;
 
@@ -160,6 +192,9 @@ class Engine {
   std::vector<std::pair<Request, double>> inbox_;
   std::vector<int64_t> aborts_;
   std::vector<std::pair<int64_t, int32_t>> stops_;
+  std::vector<Continuation> continuations_;
+  std::vector<std::pair<int64_t, int32_t>> releases_;
+  int64_t held_count_ = 0;
   std::optional<std::pair<int64_t, std::map<std::string, torch::Tensor>>> pending_weights_;
   std::optional<int64_t> pending_version_;
   EngineStats stats_;

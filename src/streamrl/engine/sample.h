@@ -50,6 +50,12 @@ struct Sample {
   // positions 0 .. prompt + output - 2 (the last output token is never fed).
   std::vector<int16_t> routed_experts;
   int32_t routing_layers = 0, routing_k = 0;
+  // Multi-turn rollouts (Request::hold_kv, Engine::continue_sample): output_ids then hold every
+  // turn and what was appended between turns (tool results), and sampled_mask says which tokens
+  // the model sampled (1) and which were appended (0, log-prob 0, never trained on). Empty when
+  // every output token was sampled. `turns` counts the model's turns.
+  std::vector<uint8_t> sampled_mask;
+  int32_t turns = 1;
 };
 
 }  // namespace streamrl::engine

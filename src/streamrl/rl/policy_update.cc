@@ -1,5 +1,6 @@
 #include "streamrl/rl/policy_update.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
@@ -60,6 +61,14 @@ std::vector<torch::Tensor> engine_routing(const std::vector<const ScoredSample*>
   return per_layer;
 }
 
+// Output tokens the model sampled: a multi-turn sample's appended tokens (tool results) are
+// context only, outside the loss, the KL and the global token count.
+int64_t sampled_tokens(const engine::Sample& s) {
+  const auto& m = s.sampled_mask;
+  if (m.empty()) return static_cast<int64_t>(s.output_ids.size());
+  return static_cast<int64_t>(std::count(m.begin(), m.end(), uint8_t{1}));
+}
+
 int64_t total_tokens(const ScoredSample& s) {
   return static_cast<int64_t>(s.sample.prompt_ids.size() + s.sample.output_ids.size());
 }
@@ -91,7 +100,7 @@ PolicyStep::PolicyStep(model::CausalLM& model, torch::optim::Optimizer& optimize
 void PolicyStep::add(std::vector<ScoredSample> samples, bool eager) {
   for (auto& s : samples) {
     if (skip_zero_advantage_ && s.advantage == 0.0) {
-      result_.tokens += static_cast<int64_t>(s.sample.output_ids.size());
+      result_.tokens += sampled_tokens(s.sample);
       sequences_ += s.sample.output_ids.empty() ? 0 : 1;
       result_.skipped_samples += 1;
       continue;
@@ -164,6 +173,16 @@ void PolicyStep::run_micro_batch(const std::vector<const ScoredSample*>& rows) {
     sequences_ += s->sample.output_ids.empty() ? 0 : 1;
   }
   SequenceBatch seq = make_sequence_batch(prompts, outputs);
+  {
+    auto comp = seq.completion.accessor<bool, 2>();
+    for (size_t b = 0; b < rows.size(); ++b) {
+      const auto& m = rows[b]->sample.sampled_mask;
+      const size_t p = rows[b]->sample.prompt_ids.size();
+      for (size_t t = 0; t < m.size(); ++t) {
+        if (m[t] == 0) comp[b][p + t] = false, seq.num_completion_tokens -= 1;
+      }
+    }
+  }
   result_.tokens += seq.num_completion_tokens;
   const int64_t T = seq.tokens.size(1);
 

@@ -268,6 +268,7 @@ void RlLoop::score(engine::Sample s, IterationBatch& b, IterationStats* st) {
       // reference under the generating policy is subtracted from the outcome reward.
       double k1 = 0;
       for (size_t t = 0; t < ss.ref_logprobs.size(); ++t) {
+        if (!s.sampled_mask.empty() && s.sampled_mask[t] == 0) continue;  // a tool result
         k1 += s.logprobs[t] - ss.ref_logprobs[t];
       }
       ss.reward -= c_.loss.kl.coef * k1;
