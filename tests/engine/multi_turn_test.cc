@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "../tiny_model.h"
+#include "streamrl/core/errors.h"
 #include "streamrl/engine/engine.h"
 
 namespace streamrl::engine {
@@ -107,6 +108,7 @@ TEST(MultiTurn, HeldSampleKeepsItsSlotUntilReleased) {
   ASSERT_EQ(held.size(), 2u);
   EXPECT_EQ(held[1].output_ids, held[0].output_ids);  // nothing appended or sampled
   EXPECT_EQ(held[1].finish_reason, FinishReason::kLength);
+  EXPECT_THROW(engine.continue_sample({0, 0, {1, 23}, 2}), InputError);  // vocabulary is 23
   engine.release_sample(0, 0);
   engine.run_until_idle();
   ASSERT_EQ(next.size(), 1u);

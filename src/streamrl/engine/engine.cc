@@ -134,6 +134,14 @@ void Engine::stop_sample(int64_t request_id, int32_t sample_index) {
 }
 
 void Engine::continue_sample(Continuation continuation) {
+  const int64_t vocab = model_->config().vocab_size;
+  for (int32_t t : continuation.appended_ids) {
+    if (t < 0 || t >= vocab) {
+      throw InputError("continuation of request " + std::to_string(continuation.request_id) +
+                       ": token id " + std::to_string(t) + " outside the vocabulary [0, " +
+                       std::to_string(vocab) + ")");
+    }
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     continuations_.push_back(std::move(continuation));

@@ -119,7 +119,8 @@ class Engine {
   // Continues a held sample at the next step, prefilling only the appended tokens (its earlier
   // turns stay in the KV cache). Any thread. It waits while the KV budget lacks room for it; a
   // continuation that can never fit max_seq_len, or names no held sample, finishes the sample at
-  // once with kLength (nothing sampled), still held, or is dropped, respectively.
+  // once with kLength (nothing sampled), still held, or is dropped, respectively. InputError (on
+  // the caller's thread) for a token id outside the vocabulary.
   void continue_sample(Continuation continuation);
 
   // Frees a held sample's slot and KV cache (a rollout that is done). Any thread.

@@ -34,7 +34,7 @@ struct Outcome {
 ToolRunner::ToolRunner(ToolLimits limits) : limits_(limits) {
   if (!(limits_.timeout_s > 0) || limits_.max_output_chars < 1 || limits_.max_abandoned < 0) {
     throw InputError(
-        "tools.timeout_s must be > 0, tools.max_output_chars >= 1 and max_abandoned >= 0");
+        "tool limits: timeout_s must be > 0, max_output_chars >= 1 and max_abandoned >= 0");
   }
 }
 

@@ -42,8 +42,8 @@ class Tool {
 };
 
 struct ToolLimits {
-  double timeout_s = 5.0;         // tools.timeout_s
-  size_t max_output_chars = 512;  // tools.max_output_chars: longer outputs are cut with a note
+  double timeout_s = 5.0;         // a call's wall-clock limit
+  size_t max_output_chars = 512;  // longer outputs are cut, with a note of how much
   // Hung calls are abandoned on their thread (a thread cannot be killed); past this many still
   // running, further calls are refused with an error instead of starting more threads.
   int max_abandoned = 8;
