@@ -1,5 +1,6 @@
 #include "streamrl/workflow/graph_passes.h"
 
+#include <functional>
 #include <map>
 
 namespace streamrl::workflow {
@@ -18,19 +19,6 @@ bool reaches(const Graph& g, int from, int target) {
     for (int c : g.children(v)) stack.push_back(c);
   }
   return false;
-}
-
-// A copy of `g` with node `id` replaced, in place, by `parts` (edges are rebuilt by pruning).
-Graph replace_node(const Graph& g, int id, const std::vector<Node>& parts) {
-  Graph out;
-  for (int i = 0; i < g.size(); ++i) {
-    if (i != id) {
-      out.add(g.node(i));
-      continue;
-    }
-    for (const auto& p : parts) out.add(p);
-  }
-  return out;
 }
 
 // The key through which one part of a split node hands its state (KV cache) to the next.
@@ -64,12 +52,23 @@ Graph prune_dependencies(const Graph& g) {
   return out;
 }
 
+// The nodes of `g` in program order, each replaced by what `expand` returns for it (itself when
+// empty), with the edges rebuilt from the keys once at the end.
+Graph rewrite(const Graph& g, const std::function<std::vector<Node>(int)>& expand) {
+  Graph out;
+  for (int v = 0; v < g.size(); ++v) {
+    std::vector<Node> parts = expand(v);
+    if (parts.empty()) parts = {g.node(v)};
+    for (auto& p : parts) out.add(std::move(p));
+  }
+  return prune_dependencies(out);
+}
+
 Graph pipeline_decoding(const Graph& g) {
-  Graph cur = prune_dependencies(g);
-  for (int v = 0; v < cur.size(); ++v) {
-    const Node& d = cur.node(v);
-    if (d.kind != Primitive::kDecode || d.emits.size() < 2) continue;
+  return rewrite(g, [&](int v) {
+    const Node& d = g.node(v);
     std::vector<Node> parts;
+    if (d.kind != Primitive::kDecode || d.emits.size() < 2) return parts;
     for (size_t i = 0; i < d.emits.size(); ++i) {
       Node p;
       p.kind = Primitive::kPartialDecode;
@@ -91,22 +90,15 @@ Graph pipeline_decoding(const Graph& g) {
       }
       parts.push_back(std::move(p));
     }
-    cur = prune_dependencies(replace_node(cur, v, parts));
-    v += static_cast<int>(parts.size()) - 1;
-  }
-  return cur;
+    return parts;
+  });
 }
 
 Graph split_prefill(const Graph& g) {
-  Graph cur = prune_dependencies(g);
-  for (int v = 0; v < cur.size(); ++v) {
-    const Node& p = cur.node(v);
-    if (p.kind != Primitive::kPrefill || p.prompt.size() < 2) continue;
-    // Writers of each key before v.
-    std::map<std::string, Primitive> writer_kind;
-    for (int u = 0; u < v; ++u) {
-      for (const auto& key : cur.node(u).writes) writer_kind[key] = cur.node(u).kind;
-    }
+  std::map<std::string, Primitive> writer_kind;  // latest writer of each key before the node
+  return rewrite(g, [&](int v) {
+    const Node& p = g.node(v);
+    std::vector<Node> parts;
     auto waits_on_tools = [&](const PromptPart& part) {
       auto it = writer_kind.find(part.key);
       return it != writer_kind.end() &&
@@ -114,7 +106,8 @@ Graph split_prefill(const Graph& g) {
     };
     size_t fixed = 0;
     while (fixed < p.prompt.size() && !waits_on_tools(p.prompt[fixed])) ++fixed;
-    if (fixed == 0 || fixed == p.prompt.size()) continue;
+    for (const auto& key : p.writes) writer_kind[key] = p.kind;
+    if (p.kind != Primitive::kPrefill || fixed == 0 || fixed == p.prompt.size()) return parts;
     Node early, rest;
     early.kind = Primitive::kPartialPrefill;
     early.name = p.name + "#fixed";
@@ -133,10 +126,8 @@ Graph split_prefill(const Graph& g) {
       for (const auto& part : p.prompt) in_prompt = in_prompt || part.key == key;
       if (!in_prompt) early.reads.insert(key);
     }
-    cur = prune_dependencies(replace_node(cur, v, {early, rest}));
-    v += 1;
-  }
-  return cur;
+    return std::vector<Node>{early, rest};
+  });
 }
 
 Graph optimize(const Graph& g, const PassSet& passes) {
