@@ -33,8 +33,9 @@ const std::vector<Benchmark>& all_benchmarks() {
        "emulated (also at the paper's scale); expert-popularity prediction (top-2k accuracy) and "
        "static vs Lina placement latency p50/p95",
        run_lina_bench},
-      {"model_speed", "training fwd+bwd and decode tokens/s of the tiny model vs the GEMM roofline",
-       run_model_speed},
+      {"model_speed",
+       "training fwd+bwd and decode tokens/s of the tiny model vs the GEMM roofline (--device)",
+       run_model_speed, false, true},
       {"moe",
        "tiny MoE SFT: top-2 vs adaptive gating (T 0.1, 0.2) +- curriculum, time to the same "
        "held-out loss; async RL with and without routing replay",

@@ -15,6 +15,8 @@ struct BenchOptions {
   int threads = 0;     // 0 = all available cores
   std::string ckpt;    // policy checkpoint for benchmarks that need one ("" = their default)
   std::vector<std::string> overrides;  // key=value over the run config (benchmarks that use one)
+  std::string device = "cpu";          // --device: benchmarks with takes_device only
+  std::string dtype = "auto";          // --dtype, with it
 };
 
 struct Benchmark {
@@ -22,6 +24,7 @@ struct Benchmark {
   std::string description;
   std::function<nlohmann::json(const BenchOptions&)> run;
   bool takes_run_config = false;  // runs configs/rl_sum.yaml, so --set applies
+  bool takes_device = false;      // runs its model on --device
 };
 
 // All benchmarks, in a stable order.

@@ -1,5 +1,10 @@
 # Dependency discovery: every dependency is a Debian package (DESIGN.md §3), nothing is downloaded.
 find_package(Torch REQUIRED)
+# A CUDA libtorch registers its CUDA backend when libtorch_cuda.so loads, and nothing of ours
+# references it by symbol: keep a linker that defaults to --as-needed (Ubuntu's) from dropping it.
+if(TARGET torch_cuda)
+  set_property(TARGET torch APPEND PROPERTY INTERFACE_LINK_OPTIONS "LINKER:--no-as-needed")
+endif()
 find_package(yaml-cpp REQUIRED)
 find_package(nlohmann_json REQUIRED)
 find_package(Threads REQUIRED)
@@ -14,10 +19,6 @@ add_library(streamrl_httplib INTERFACE)
 target_link_libraries(streamrl_httplib INTERFACE PkgConfig::HTTPLIB Threads::Threads)
 add_library(streamrl_cli11 INTERFACE)
 target_include_directories(streamrl_cli11 SYSTEM INTERFACE ${CLI11_INCLUDE_DIR})
-
-# OpenBLAS's own thread pool must be sized per role (DESIGN.md §3); we call openblas_set_num_threads
-# through the library that libblas.so.3 resolves to at run time.
-find_library(OPENBLAS_LIBRARY NAMES openblas PATHS /usr/lib/x86_64-linux-gnu/openblas-pthread REQUIRED)
 
 if(STREAMRL_BUILD_TESTS)
   find_package(GTest REQUIRED)

@@ -19,6 +19,8 @@ void add_bench(CLI::App& root, CommandList& out) {
   app->add_flag("--quick", opts->quick, "Smaller workload (smoke test)");
   app->add_option("--threads", opts->threads, "Threads (default: all cores)");
   app->add_option("--ckpt", opts->ckpt, "Policy checkpoint (benchmarks that need one)");
+  auto device = std::make_shared<DeviceFlags>();
+  add_device_flags(app, device.get());
   std::string with_config;  // the benchmarks --set applies to
   for (const auto& b : bench::all_benchmarks()) {
     if (b.takes_run_config) with_config += (with_config.empty() ? "" : ", ") + b.name;
@@ -26,12 +28,19 @@ void add_bench(CLI::App& root, CommandList& out) {
   app->add_option(
       "--set", opts->overrides,
       "key=value over the run config (" + with_config + ": configs/rl_sum.yaml), repeatable");
-  out.push_back({app, [name, json, opts, with_config] {
+  out.push_back({app, [app, name, json, opts, device, with_config] {
                    for (const auto& b : bench::all_benchmarks()) {
                      if (b.name != *name) continue;
                      if (!opts->overrides.empty() && !b.takes_run_config) {
                        throw UsageError("--set applies to bench " + with_config + " only");
                      }
+                     if ((app->count("--device") || app->count("--dtype")) && !b.takes_device) {
+                       throw UsageError(
+                           "--device applies to bench model_speed only (the RL "
+                           "benchmarks take --set run.device=...)");
+                     }
+                     opts->device = device->device;
+                     opts->dtype = device->dtype;
                      nlohmann::json r = b.run(*opts);
                      r["benchmark"] = b.name;
                      std::cout << (*json ? r.dump() : r.dump(2)) << std::endl;

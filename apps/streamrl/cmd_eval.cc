@@ -17,6 +17,7 @@ void add_eval(CLI::App& root, CommandList& out) {
     std::string ckpt, task, data, verifier = "numeric";
     rl::EvalConfig eval;
     int threads = 0;
+    DeviceFlags device;
     bool json = false;
   };
   auto a = std::make_shared<Args>();
@@ -40,6 +41,7 @@ void add_eval(CLI::App& root, CommandList& out) {
                   "Temperature of the --samples pass")
       ->check(CLI::PositiveNumber);
   app->add_option("--threads", a->threads, "Threads (default: all cores)");
+  add_device_flags(app, &a->device);
   app->add_flag("--json", a->json, "Print one JSON object");
   out.push_back(
       {app, [a] {
@@ -52,6 +54,7 @@ void add_eval(CLI::App& root, CommandList& out) {
              dataset ? *dataset
                      : tasks::get_task(a->task.empty() ? tasks::default_task_name() : a->task);
          model::CausalLM lm = model::load_model(a->ckpt);
+         model::place_for_inference(lm, a->device.device, a->device.dtype);
          auto tok = tokenizer::load_tokenizer(a->ckpt);
          const auto prompts = rl::PromptEncoder::for_task(*tok, a->ckpt, task);
          // Sampling evals take the rest of the checkpoint's sampling defaults.

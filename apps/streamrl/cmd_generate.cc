@@ -22,6 +22,7 @@ void add_generate(CLI::App& root, CommandList& out) {
     engine::SamplingParams params;
     int n = 1;
     int threads = 0;
+    DeviceFlags device;
     bool json = false;
   };
   auto a = std::make_shared<Args>();
@@ -44,6 +45,7 @@ void add_generate(CLI::App& root, CommandList& out) {
   app->add_option("--seed", a->params.seed, "Sampling seed");
   app->add_option("--n", a->n, "Samples per prompt")->check(CLI::PositiveNumber);
   app->add_option("--threads", a->threads, "Threads (default: all cores)");
+  add_device_flags(app, &a->device);
   app->add_flag("--json", a->json, "Print one JSON object");
   out.push_back({app, [a, app] {
                    if (!a->system.empty() && !a->chat) {
@@ -51,6 +53,7 @@ void add_generate(CLI::App& root, CommandList& out) {
                    }
                    core::apply_core_budget(a->threads > 0 ? a->threads : core::available_cores());
                    model::CausalLM lm = model::load_model(a->ckpt);
+                   model::place_for_inference(lm, a->device.device, a->device.dtype);
                    auto tok = tokenizer::load_tokenizer(a->ckpt);
                    const auto prompts = a->chat ? rl::PromptEncoder::for_chat(*tok, a->ckpt)
                                                 : rl::PromptEncoder::for_checkpoint(*tok, a->ckpt);

@@ -45,11 +45,13 @@ void add_serve(CLI::App& root, CommandList& out) {
     std::string admission = "fifo";
     engine::EngineConfig engine;
     server::ServerConfig server;
+    DeviceFlags device;
     bool json = false;
   };
   auto a = std::make_shared<Args>();
   a->server.port = 8000;
   app->add_option("--ckpt", a->ckpt, "Checkpoint directory")->required();
+  add_device_flags(app, &a->device);
   app->add_option("--host", a->server.host, "Address to listen on")->capture_default_str();
   app->add_option("--port", a->server.port, "Port (0 = any free port, printed)")
       ->capture_default_str()
@@ -84,6 +86,7 @@ void add_serve(CLI::App& root, CommandList& out) {
          a->engine.admission = engine::parse_admission_policy(a->admission);
          if (app->count("--model-name") == 0) a->server.model_name = dir_name(a->ckpt);
          model::CausalLM lm = model::load_model(a->ckpt);
+         model::place_for_inference(lm, a->device.device, a->device.dtype);
          auto tok = tokenizer::load_tokenizer(a->ckpt);
          // Requests that leave sampling fields out get the checkpoint's generation_config.json.
          const model::GenerationDefaults gen = model::load_generation_config(a->ckpt);

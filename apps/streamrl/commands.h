@@ -19,6 +19,14 @@ struct Command {
 
 using CommandList = std::vector<Command>;
 
+// `--device` and `--dtype` of the commands that run a model without a run config (generate, eval,
+// serve, bench model_speed); the training commands take run.device and model.dtype instead.
+struct DeviceFlags {
+  std::string device = "cpu";
+  std::string dtype = "auto";
+};
+void add_device_flags(CLI::App* app, DeviceFlags* flags);
+
 void add_doctor(CLI::App& root, CommandList& out);
 void add_init(CLI::App& root, CommandList& out);
 void add_tasks(CLI::App& root, CommandList& out);

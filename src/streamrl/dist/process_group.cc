@@ -195,23 +195,23 @@ void wait_for(const c10::intrusive_ptr<c10d::Work>& work, const std::string& op,
   }
 }
 
-// Runs `collective` on one flat buffer per dtype and copies the result back into `tensors`, so
-// one exchange carries many small tensors (as DDP's buckets do).
+// Runs `collective` on one flat host buffer per dtype and copies the result back into `tensors`
+// (on any device), so one exchange carries many small tensors (as DDP's buckets do).
 template <typename F>
 void flat_exchange(std::vector<torch::Tensor>& tensors, F&& collective) {
   torch::NoGradGuard no_grad;
   std::map<c10::ScalarType, std::vector<size_t>> groups;
   for (size_t i = 0; i < tensors.size(); ++i) {
-    if (!tensors[i].defined() || !tensors[i].device().is_cpu()) {
-      throw InputError("process group: tensor " + std::to_string(i) +
-                       " is undefined or not on the CPU");
+    if (!tensors[i].defined()) {
+      throw InputError("process group: tensor " + std::to_string(i) + " is undefined");
     }
     groups[tensors[i].scalar_type()].push_back(i);
   }
   for (const auto& [dtype, idx] : groups) {
     std::vector<torch::Tensor> parts;
     for (size_t i : idx) parts.push_back(tensors[i].detach().reshape({-1}));
-    std::vector<torch::Tensor> buf = {torch::cat(parts)};
+    // Gloo reduces host memory: device tensors are staged through it (one copy each way).
+    std::vector<torch::Tensor> buf = {torch::cat(parts).cpu()};
     collective(buf);
     int64_t offset = 0;
     for (size_t i : idx) {

@@ -47,10 +47,10 @@ class ProcessGroup {
   // Seconds this rank has spent in collectives so far: the exchanges and the waits for the others.
   double collective_seconds() const { return collective_seconds_; }
 
-  // Sums `tensors` (CPU, contiguous, any float dtype; e.g. every parameter's gradient) elementwise
-  // across ranks, in place, in one coalesced exchange per dtype, or, with `chunk_bytes` > 0, in
-  // exchanges of at most that many bytes (Lina cuts the gradient all-reduce so an all-to-all can
-  // go between two chunks). The sums are the same either way.
+  // Sums `tensors` (any float dtype, any device: Gloo reduces a host copy; e.g. every parameter's
+  // gradient) elementwise across ranks, in place, in one coalesced exchange per dtype, or, with
+  // `chunk_bytes` > 0, in exchanges of at most that many bytes (Lina cuts the gradient all-reduce
+  // so an all-to-all can go between two chunks). The sums are the same either way.
   void all_reduce_sum(std::vector<torch::Tensor>& tensors, int64_t chunk_bytes = 0);
   // Sums plain numbers across ranks (e.g. the global token count that divides a summed loss), in
   // double precision, returned in the same order.

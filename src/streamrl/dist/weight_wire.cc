@@ -193,7 +193,13 @@ std::vector<std::string> encode_weight_buckets(
                        std::to_string(t.dim()) + " dims; supported: F32/F16/BF16, up to " +
                        std::to_string(kMaxDims) + " dims");
     }
-    host[i] = t.detach().to(torch::kCPU).contiguous();
+    if (t.is_cpu()) {
+      host[i] = t.detach().contiguous();
+    } else {
+      // Device weights come down through page-locked memory (a direct DMA, no bounce buffer).
+      host[i] = torch::empty(t.sizes(), t.options().device(torch::kCPU).pinned_memory(true));
+      host[i].copy_(t.detach());
+    }
     const uint64_t total = host[i].nbytes();
     const size_t desc = descriptor_bytes(name, t.dim());
     if (kWeightBucketHeaderBytes + desc + 1 > max_bucket_bytes) {

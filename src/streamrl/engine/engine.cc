@@ -60,7 +60,8 @@ Engine::Engine(model::CausalLM model, const EngineConfig& config, int64_t weight
     : model_(std::move(model)),
       config_(config),
       cache_(model_->config(), config.max_batch_size,
-             std::min<int64_t>(config.max_seq_len, model_->config().max_position_embeddings)),
+             std::min<int64_t>(config.max_seq_len, model_->config().max_position_embeddings),
+             model_->options()),
       weight_version_(weight_version) {
   if (config_.max_batch_size < 1 || config_.max_seq_len < 2) {
     throw InputError("engine needs max_batch_size >= 1 and max_seq_len >= 2");
@@ -449,11 +450,20 @@ void Engine::forward_and_sample(size_t first_new) {
     params.push_back(&r->params);
     u.push_back(counter_uniform(r->params.seed, r->stream, r->sample.output_ids.size()));
   }
-  SampledTokens st =
-      sample_tokens(logits.index_select(0, torch::tensor(logit_row, torch::kLong)), params, u);
+  SampledTokens st = sample_tokens(
+      logits.index_select(0, torch::tensor(logit_row, torch::kLong).to(logits.device())), params,
+      u);
+  // The step's one device-to-host copy: ids (exact in double below 2^53) beside their log-probs.
+  const torch::Tensor host =
+      torch::stack({st.tokens.to(torch::kDouble), st.logprobs.to(torch::kDouble)}).cpu();
+  if (st.top_ids.defined()) {
+    st.top_ids = st.top_ids.cpu();
+    st.top_logprobs = st.top_logprobs.to(torch::kFloat32).cpu();
+  }
   const double t1 = now_s();
-  auto tok = st.tokens.accessor<int64_t, 1>();
-  auto lp = st.logprobs.accessor<float, 1>();
+  const torch::Tensor host_ids = host[0], host_lps = host[1];
+  auto tok = host_ids.accessor<double, 1>();
+  auto lp = host_lps.accessor<double, 1>();
   for (size_t i = 0; i < running_.size(); ++i) {
     Running& r = *running_[i];
     if (i >= first_new) {
@@ -461,7 +471,7 @@ void Engine::forward_and_sample(size_t first_new) {
       r.decode_start = t1;
     }
     r.sample.output_ids.push_back(static_cast<int32_t>(tok[i]));
-    r.sample.logprobs.push_back(lp[i]);
+    r.sample.logprobs.push_back(static_cast<float>(lp[i]));
     if (!r.sample.sampled_mask.empty()) r.sample.sampled_mask.push_back(1);
     if (r.params.top_logprobs > 0) {
       auto ids = st.top_ids.accessor<int64_t, 2>();
@@ -474,7 +484,8 @@ void Engine::forward_and_sample(size_t first_new) {
     }
     if (*r.on_token) {
       const auto* top = r.params.top_logprobs > 0 ? &r.sample.top_logprobs.back() : nullptr;
-      (*r.on_token)({r.sample.sample_index, r.sample.output_ids.back(), lp[i], top});
+      (*r.on_token)(
+          {r.sample.sample_index, r.sample.output_ids.back(), r.sample.logprobs.back(), top});
     }
   }
   std::lock_guard<std::mutex> lock(mu_);
@@ -484,7 +495,8 @@ void Engine::forward_and_sample(size_t first_new) {
 void Engine::record_routing(const std::vector<torch::Tensor>& routing,
                             const std::vector<int64_t>& logit_row,
                             const std::vector<int64_t>& fed) {
-  const torch::Tensor all = torch::stack(routing, 1).to(torch::kShort).contiguous();  // [N, L, K]
+  const torch::Tensor all =
+      torch::stack(routing, 1).to(torch::kShort).cpu().contiguous();  // [N, L, K]
   const int64_t L = all.size(1), K = all.size(2);
   const int16_t* ids = all.data_ptr<int16_t>();
   for (size_t i = 0; i < running_.size(); ++i) {

@@ -29,7 +29,7 @@ Profile measure_profile(model::CausalLM& model, const ProfileConfig& config) {
     for (int bs : config.batch_sizes) {
       // Cache contents do not change the cost of attention, so the cache is left as zeros and
       // only the positions say how much context each step attends to.
-      model::KVCache cache(mc, bs, ctx + config.steps + 1);
+      model::KVCache cache(mc, bs, ctx + config.steps + 1, model->options());
       auto slots = torch::arange(bs, torch::kLong);
       auto tokens = torch::randint(mc.vocab_size, {bs, 1}, torch::kLong);
       auto valid = torch::ones({bs, 1}, torch::kBool);
@@ -40,7 +40,8 @@ Profile measure_profile(model::CausalLM& model, const ProfileConfig& config) {
         auto t0 = Clock::now();
         auto logits = model->forward_cached(tokens, torch::full({bs, 1}, ctx + s, torch::kLong),
                                             valid, slots, cache);
-        tokens = sample_tokens(logits, ps, u).tokens.view({bs, 1});
+        // One copy to the host per step, as the engine does (it also ends the step's timing).
+        tokens = sample_tokens(logits, ps, u).tokens.cpu().view({bs, 1});
         if (s > 0) times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
       }
       p.ptl.push_back({bs, ctx, core::median(times)});
@@ -48,14 +49,16 @@ Profile measure_profile(model::CausalLM& model, const ProfileConfig& config) {
   }
   const int pb = config.prefill_batch;
   const int pl = std::min<int>(config.prefill_len, mc.max_position_embeddings);
-  model::KVCache cache(mc, pb, pl);
+  model::KVCache cache(mc, pb, pl, model->options());
   auto tokens = torch::randint(mc.vocab_size, {pb, pl}, torch::kLong);
   auto pos = torch::arange(pl, torch::kLong).repeat({pb, 1});
   auto valid = torch::ones({pb, pl}, torch::kBool);
   std::vector<double> times;
   for (int r = 0; r < 3; ++r) {
     auto t0 = Clock::now();
-    model->forward_cached(tokens, pos, valid, torch::arange(pb, torch::kLong), cache);
+    model->forward_cached(tokens, pos, valid, torch::arange(pb, torch::kLong), cache)
+        .sum()
+        .item<float>();  // waits for the device
     times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
   }
   p.prefill_tokens_per_s = pb * pl / core::median(times);

@@ -47,7 +47,9 @@ SampledTokens sample_tokens(const torch::Tensor& logits,
     u[b] = static_cast<float>(uniforms[b]);
     any_filter |= top_k[b] < V || p.top_p < 1.0f;
   }
-  auto t_temp = torch::from_blob(temp.data(), {B, 1}, torch::kFloat32).clone();
+  // Per-row parameters go to the logits' device in one small copy each; all sampling stays there.
+  const torch::Device dev = logits.device();
+  auto t_temp = torch::from_blob(temp.data(), {B, 1}, torch::kFloat32).to(dev);
   torch::Tensor logp = torch::log_softmax(logits.to(torch::kFloat32) / t_temp, -1);  // [B, V]
   torch::Tensor probs = logp.exp();
 
@@ -56,15 +58,16 @@ SampledTokens sample_tokens(const torch::Tensor& logits,
   auto [sorted, order] = probs.sort(-1, /*descending=*/true);
   torch::Tensor kept = sorted;
   if (any_filter) {
-    torch::Tensor rank = torch::arange(V, torch::kLong).view({1, V});
-    auto t_k = torch::from_blob(top_k.data(), {B, 1}, torch::kLong).clone();
-    auto t_p = torch::from_blob(top_p.data(), {B, 1}, torch::kFloat32).clone();
+    torch::Tensor rank =
+        torch::arange(V, torch::TensorOptions(dev).dtype(torch::kLong)).view({1, V});
+    auto t_k = torch::from_blob(top_k.data(), {B, 1}, torch::kLong).to(dev);
+    auto t_p = torch::from_blob(top_p.data(), {B, 1}, torch::kFloat32).to(dev);
     // Keep a token while the mass before it is below top_p (the first token is always kept).
     torch::Tensor before = sorted.cumsum(-1) - sorted;
     kept = sorted * ((rank < t_k) & ((before < t_p) | (rank == 0)));
   }
   torch::Tensor cdf = kept.cumsum(-1);
-  auto t_u = torch::from_blob(u.data(), {B, 1}, torch::kFloat32).clone();
+  auto t_u = torch::from_blob(u.data(), {B, 1}, torch::kFloat32).to(dev);
   torch::Tensor pos = torch::searchsorted(cdf, t_u * cdf.narrow(1, V - 1, 1), false, /*right=*/true)
                           .clamp_max(V - 1);
   torch::Tensor choice = order.gather(1, pos).squeeze(1);
@@ -72,7 +75,7 @@ SampledTokens sample_tokens(const torch::Tensor& logits,
   bool any_greedy = false;
   for (int64_t b = 0; b < B; ++b) any_greedy |= (greedy[b] = params[b]->temperature <= 0);
   if (any_greedy) {
-    auto t_g = torch::from_blob(greedy.data(), {B}, torch::kUInt8).to(torch::kBool);
+    auto t_g = torch::from_blob(greedy.data(), {B}, torch::kUInt8).to(dev).to(torch::kBool);
     choice = torch::where(t_g, logp.argmax(-1), choice);
   }
   SampledTokens out;

@@ -22,7 +22,8 @@ struct SampledTokens {
   torch::Tensor top_ids, top_logprobs;
 };
 
-// logits [B, V] float; one SamplingParams and one uniform per row. Greedy rows (temperature 0)
+// logits [B, V] (any float dtype and device; the outputs stay on that device); one SamplingParams
+// and one uniform per row. Greedy rows (temperature 0)
 // take the argmax and report its log-prob at temperature 1.
 SampledTokens sample_tokens(const torch::Tensor& logits,
                             const std::vector<const SamplingParams*>& params,

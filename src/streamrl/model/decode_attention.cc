@@ -1,9 +1,12 @@
 #include "streamrl/model/decode_attention.h"
 
+#include "streamrl/model/precision.h"
+
 #include <ATen/Parallel.h>
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 namespace streamrl::model {
@@ -47,11 +50,38 @@ __attribute__((target_clones("avx2", "default"))) void attend_kv_head(
   }
 }
 
+// Off the CPU (or in another dtype): gathers each row's slot up to the longest row, masks the
+// positions past its own length and runs libtorch's fused attention (matmuls where it has none).
+// Copies N x L keys, which the CPU kernel avoids, but stays on the device with no host sync.
+torch::Tensor gathered_attention(const torch::Tensor& q, const torch::Tensor& k_cache,
+                                 const torch::Tensor& v_cache, const torch::Tensor& slots,
+                                 const torch::Tensor& lens, double scale, int64_t max_len) {
+  const int64_t N = q.size(0), H = q.size(1), hd = q.size(2);
+  const int64_t Hkv = k_cache.size(1), G = H / Hkv;
+  const int64_t L = max_len > 0 ? max_len : lens.max().item<int64_t>();
+  const torch::Tensor k = k_cache.narrow(2, 0, L).index_select(0, slots);  // [N, Hkv, L, hd]
+  const torch::Tensor v = v_cache.narrow(2, 0, L).index_select(0, slots);
+  const torch::Tensor qg = q.reshape({N, Hkv, G, hd});  // the G heads of kv head j are adjacent
+  const torch::Tensor allowed =
+      (torch::arange(L, lens.options()).view({1, L}) < lens.view({N, 1})).view({N, 1, 1, L});
+#if STREAMRL_HAS_SDPA
+  return at::scaled_dot_product_attention(qg, k, v, allowed, 0.0, false, scale).reshape({N, H, hd});
+#else
+  const torch::Tensor scores = torch::matmul(qg, k.transpose(-1, -2)).to(torch::kFloat32) * scale;
+  const torch::Tensor probs =
+      torch::softmax(scores.masked_fill(~allowed, -std::numeric_limits<float>::infinity()), -1);
+  return torch::matmul(probs.to(v.scalar_type()), v).reshape({N, H, hd});
+#endif
+}
+
 }  // namespace
 
 torch::Tensor decode_attention(const torch::Tensor& q, const torch::Tensor& k_cache,
                                const torch::Tensor& v_cache, const torch::Tensor& slots,
-                               const torch::Tensor& lens, double scale) {
+                               const torch::Tensor& lens, double scale, int64_t max_len) {
+  if (!q.is_cpu() || q.scalar_type() != torch::kFloat32) {
+    return gathered_attention(q, k_cache, v_cache, slots, lens, scale, max_len);
+  }
   TORCH_CHECK(q.dim() == 3 && k_cache.dim() == 4 && k_cache.is_contiguous() &&
                   v_cache.is_contiguous() && q.scalar_type() == torch::kFloat32,
               "decode_attention: bad shapes or layout");

@@ -2,13 +2,14 @@
 
 namespace streamrl::model {
 
-KVCache::KVCache(const ModelConfig& config, int64_t num_slots, int64_t max_tokens)
+KVCache::KVCache(const ModelConfig& config, int64_t num_slots, int64_t max_tokens,
+                 torch::TensorOptions options)
     : num_slots_(num_slots), max_tokens_(max_tokens) {
   TORCH_CHECK(num_slots > 0 && max_tokens > 0, "KVCache needs slots and tokens, got ", num_slots,
               " x ", max_tokens);
   for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
-    k_.push_back(
-        torch::zeros({num_slots, config.num_key_value_heads, max_tokens, config.head_dim}));
+    k_.push_back(torch::zeros({num_slots, config.num_key_value_heads, max_tokens, config.head_dim},
+                              options));
     v_.push_back(torch::zeros_like(k_.back()));
   }
 }

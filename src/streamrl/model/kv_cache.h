@@ -11,7 +11,9 @@ namespace streamrl::model {
 
 class KVCache {
  public:
-  KVCache(const ModelConfig& config, int64_t num_slots, int64_t max_tokens);
+  // `options`: the device and dtype of the model that fills it (default: CPU fp32).
+  KVCache(const ModelConfig& config, int64_t num_slots, int64_t max_tokens,
+          torch::TensorOptions options = {});
   KVCache(const KVCache&) = delete;
   KVCache& operator=(const KVCache&) = delete;
 
@@ -19,7 +21,7 @@ class KVCache {
   int64_t max_tokens() const { return max_tokens_; }
   int64_t bytes() const;
 
-  // Per layer: [num_slots, num_kv_heads, max_tokens, head_dim] float (a slot's positions of one
+  // Per layer: [num_slots, num_kv_heads, max_tokens, head_dim] (a slot's positions of one
   // head are contiguous, so attention reads them without a copy).
   torch::Tensor& keys(int64_t layer) { return k_[layer]; }
   torch::Tensor& values(int64_t layer) { return v_[layer]; }

@@ -142,7 +142,7 @@ Tensor MoeBlockImpl::forward(const Tensor& x, const GatingConfig& gating, MoeLay
   const Routing r = route_tokens(x, gating, trace, forced, apply);
   const int64_t N = x.size(0), K = r.expert.size(1);
   // The used (token, expert) pairs, sorted by expert: each expert's tokens are one slice.
-  Tensor token = torch::arange(N, torch::kLong).repeat_interleave(K);
+  Tensor token = torch::arange(N, x.options().dtype(torch::kLong)).repeat_interleave(K);
   Tensor used = r.used.reshape({-1});
   Tensor pick = used.nonzero().squeeze(1);
   Tensor expert = r.expert.reshape({-1}).index_select(0, pick);
@@ -166,7 +166,8 @@ Tensor MoeBlockImpl::forward(const Tensor& x, const GatingConfig& gating, MoeLay
 }
 
 Tensor MoeBlockImpl::run_experts(const Tensor& rows, const Tensor& counts) {
-  const int64_t* count = counts.data_ptr<int64_t>();
+  const Tensor host = counts.cpu();  // the slice sizes (one small copy per layer off the CPU)
+  const int64_t* count = host.data_ptr<int64_t>();
   std::vector<Tensor> ys;
   int64_t offset = 0;
   for (size_t e = 0; e < experts_.size(); ++e) {
@@ -237,7 +238,8 @@ Tensor MoeBlockImpl::forward_dense_reference(const Tensor& x, const GatingConfig
   if (exchange_) throw InputError("forward_dense_reference needs all experts on one rank");
   const Routing r = route_tokens(x, gating, nullptr);
   // [N, E] combine weights, zero for experts a token does not use.
-  Tensor w = torch::zeros({x.size(0), static_cast<int64_t>(experts_.size())}, torch::kFloat32)
+  Tensor w = torch::zeros({x.size(0), static_cast<int64_t>(experts_.size())},
+                          x.options().dtype(torch::kFloat32))
                  .scatter_add(1, r.expert, r.weight);
   Tensor out = torch::zeros_like(x);
   for (size_t e = 0; e < experts_.size(); ++e) {
@@ -255,6 +257,7 @@ MoeAuxLosses moe_aux_losses(const std::vector<MoeLayerTrace>& traces, const Tens
   a.z_loss = torch::zeros({});
   const Tensor flat_valid = valid.reshape({-1});
   const Tensor rows = flat_valid.nonzero().squeeze(1);
+  const auto f32 = valid.options().dtype(torch::kFloat32);  // the trace's device
   const double n = std::max<int64_t>(1, rows.size(0));
   // Statistics (no gradient) gathered per layer as tensors and read back once at the end.
   std::vector<Tensor> two_share, load, by_row;
@@ -265,10 +268,11 @@ MoeAuxLosses moe_aux_losses(const std::vector<MoeLayerTrace>& traces, const Tens
     const Tensor mean_prob = probs.sum(0) / n;  // P_e
     // f_e: share of the token-expert assignments (all chosen experts), and of top-1 choices.
     const Tensor assigned =
-        torch::zeros({num_experts})
+        torch::zeros({num_experts}, f32)
             .index_add(0, experts.reshape({-1}), used.reshape({-1}).to(torch::kFloat32));
-    const Tensor top1 = torch::zeros({num_experts})
-                            .index_add(0, experts.select(1, 0), torch::ones({experts.size(0)}));
+    const Tensor top1 =
+        torch::zeros({num_experts}, f32)
+            .index_add(0, experts.select(1, 0), torch::ones({experts.size(0)}, f32));
     a.load_balance = a.load_balance + num_experts * (assigned / n * mean_prob).sum();
     a.load_balance_top1 = a.load_balance_top1 + num_experts * (top1 / n * mean_prob).sum();
     const Tensor lse = torch::logsumexp(t.logits.index_select(0, rows).to(torch::kFloat32), -1);
@@ -282,7 +286,7 @@ MoeAuxLosses moe_aux_losses(const std::vector<MoeLayerTrace>& traces, const Tens
     if (valid.dim() == 2) by_row.push_back(two.view(valid.sizes()).sum(1).to(torch::kFloat32));
   }
   if (traces.empty()) return a;
-  const Tensor shares = torch::stack(two_share), loads = torch::stack(load);
+  const Tensor shares = torch::stack(two_share).cpu(), loads = torch::stack(load).cpu();
   a.two_expert_share.assign(shares.data_ptr<double>(), shares.data_ptr<double>() + shares.numel());
   a.expert_load.assign(loads.data_ptr<double>(), loads.data_ptr<double>() + loads.numel());
   if (valid.dim() == 2) {

@@ -5,6 +5,7 @@
 #include <limits>
 #include <numeric>
 
+#include "streamrl/core/device.h"
 #include "streamrl/model/decode_attention.h"
 #include "streamrl/model/kv_cache.h"
 
@@ -27,8 +28,13 @@ torch::nn::Linear make_linear(int64_t in, int64_t out, bool bias) {
 }
 
 Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
-  // Llama/Qwen2 RMSNorm: normalise in fp32, then scale.
-  return x * torch::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + eps) * weight;
+  // Llama/Qwen2 RMSNorm: normalise in fp32, then scale in the activations' dtype (as HF does).
+  if (x.scalar_type() == torch::kFloat32) {
+    return x * torch::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + eps) * weight;
+  }
+  const Tensor xf = x.to(torch::kFloat32);
+  return (xf * torch::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps)).to(x.scalar_type()) *
+         weight;
 }
 
 Tensor rotate_half(const Tensor& x) {
@@ -36,21 +42,46 @@ Tensor rotate_half(const Tensor& x) {
   return torch::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
 }
 
-// x [B, T, heads, hd]; cos/sin [B, T, 1, hd]. HF's non-interleaved rotary convention.
+// x [B, T, heads, hd]; cos/sin [B, T, 1, hd] fp32, cast to x's dtype first (HF's order). HF's
+// non-interleaved rotary convention.
 Tensor apply_rope(const Tensor& x, const Tensor& cos, const Tensor& sin) {
+  if (x.scalar_type() != cos.scalar_type()) {
+    return x * cos.to(x.scalar_type()) + rotate_half(x) * sin.to(x.scalar_type());
+  }
   return x * cos + rotate_half(x) * sin;
 }
 
 constexpr float kMasked = -std::numeric_limits<float>::infinity();
 
+// The training path's mask from allowed [B, T, L] bool: kept boolean for libtorch's fused
+// attention off the CPU (it picks flash or memory-efficient kernels by shape and dtype), else
+// additive [B, 1, 1, T, L] (broadcast over kv heads and group members) for the matmul form the
+// CPU has always used. Built once per forward, used by every layer.
+Tensor attention_mask(const Tensor& allowed) {
+#if STREAMRL_HAS_SDPA
+  if (!allowed.is_cpu()) return allowed;
+#endif
+  return torch::zeros(allowed.sizes(), allowed.options().dtype(torch::kFloat32))
+      .masked_fill_(~allowed, kMasked)
+      .unsqueeze(1)
+      .unsqueeze(1);
+}
+
 // Scaled dot-product attention. qg [b, Hkv, G*T, hd] (group members folded into the query
-// dimension), keys/vals [b, Hkv, L, hd], mask5 [b, 1, 1, T, L] additive. Returns [b, Hkv, G*T, hd].
-Tensor attend(const Tensor& qg, const Tensor& keys, const Tensor& vals, const Tensor& mask5,
+// dimension), keys/vals [b, Hkv, L, hd], mask from attention_mask. Returns [b, Hkv, G*T, hd].
+Tensor attend(const Tensor& qg, const Tensor& keys, const Tensor& vals, const Tensor& mask,
               double scale, int64_t G, int64_t T) {
   const int64_t b = qg.size(0), Hkv = qg.size(1), L = keys.size(2);
+#if STREAMRL_HAS_SDPA
+  if (mask.scalar_type() == torch::kBool) {
+    const Tensor m =
+        mask.unsqueeze(1).unsqueeze(1).expand({b, 1, G, T, L}).reshape({b, 1, G * T, L});
+    return at::scaled_dot_product_attention(qg, keys, vals, m, 0.0, false, scale);
+  }
+#endif
   Tensor scores = torch::matmul(qg, keys.transpose(-1, -2)).mul_(scale).view({b, Hkv, G, T, L});
-  Tensor probs = torch::softmax(scores + mask5, -1).view({b, Hkv, G * T, L});
-  return torch::matmul(probs, vals);
+  Tensor probs = torch::softmax(scores + mask, -1).view({b, Hkv, G * T, L});
+  return torch::matmul(probs.to(vals.scalar_type()), vals);
 }
 
 }  // namespace
@@ -100,6 +131,7 @@ struct CausalLMImpl::KvWrite {
   Tensor pos;              // [N] int64 its position
   Tensor len;              // [N] int64 pos + 1: the positions it attends to
   Tensor src;              // [N] int64 its index in the flattened [B*T] batch
+  int64_t max_len = 0;     // the largest len
   bool all_valid = false;  // src is 0..B*T-1
 };
 
@@ -158,10 +190,9 @@ Tensor CausalLMImpl::run(const Tensor& tokens, const Tensor& positions, const Te
   Tensor flat_pos = positions.reshape({-1});
   Tensor cos = rope_cos_.index_select(0, flat_pos).view({B, T, 1, hd});
   Tensor sin = rope_sin_.index_select(0, flat_pos).view({B, T, 1, hd});
-  // Training path only: mask [B, 1, 1, T, L] additive, broadcast over kv heads and group members.
-  Tensor mask5 = mask.defined() ? mask.unsqueeze(1).unsqueeze(1) : mask;
 
-  Tensor h = embed_tokens_->forward(tokens);  // [B, T, D]
+  const Tensor attn_mask = mask.defined() ? attention_mask(mask) : mask;  // training path only
+  Tensor h = embed_tokens_->forward(tokens);                              // [B, T, D]
   size_t moe_index = 0;
   for (size_t li = 0; li < layers_.size(); ++li) {
     Layer& layer = *layers_[li];
@@ -181,14 +212,15 @@ Tensor CausalLMImpl::run(const Tensor& tokens, const Tensor& positions, const Te
       // Grouped-query attention without copying keys per query head: query head h = j*G + g uses
       // kv head j, so fold the G group members into the query-length dimension.
       Tensor qg = q.view({B, T, Hkv, G, hd}).permute({0, 2, 3, 1, 4}).reshape({B, Hkv, G * T, hd});
-      Tensor out = attend(qg, k.transpose(1, 2), v.transpose(1, 2), mask5, scale, G, T);
+      Tensor out = attend(qg, k.transpose(1, 2), v.transpose(1, 2), attn_mask, scale, G, T);
       attn = out.view({B, Hkv, G, T, hd}).permute({0, 3, 1, 2, 4}).reshape({B, T, H * hd});
     } else {
       Tensor& ck = cache->keys(li);  // [S, Hkv, max_tokens, hd]
       Tensor& cv = cache->values(li);
-      Tensor kf = k.reshape({B * T, Hkv, hd});
-      Tensor vf = v.reshape({B * T, Hkv, hd});
-      Tensor qf = q.reshape({B * T, H, hd});
+      // In the cache's dtype (a no-op unless autocast or the caller chose another).
+      Tensor kf = k.reshape({B * T, Hkv, hd}).to(ck.scalar_type());
+      Tensor vf = v.reshape({B * T, Hkv, hd}).to(ck.scalar_type());
+      Tensor qf = q.reshape({B * T, H, hd}).to(ck.scalar_type());
       if (!write->all_valid) {
         kf = kf.index_select(0, write->src);
         vf = vf.index_select(0, write->src);
@@ -199,8 +231,11 @@ Tensor CausalLMImpl::run(const Tensor& tokens, const Tensor& positions, const Te
       // prompt tokens packed into one forward see each other.
       ck.transpose(1, 2).index_put_({write->slot, write->pos}, kf);
       cv.transpose(1, 2).index_put_({write->slot, write->pos}, vf);
-      Tensor o = decode_attention(qf, ck, cv, write->slot, write->len, scale);  // [N, H, hd]
-      if (!write->all_valid) o = torch::zeros({B * T, H, hd}).index_copy_(0, write->src, o);
+      Tensor o = decode_attention(qf, ck, cv, write->slot, write->len, scale,
+                                  write->max_len);  // [N, H, hd]
+      if (!write->all_valid) {
+        o = torch::zeros({B * T, H, hd}, o.options()).index_copy_(0, write->src, o);
+      }
       attn = o.view({B, T, H * hd});
     }
     h = h + layer.o_proj->forward(attn);
@@ -211,7 +246,7 @@ Tensor CausalLMImpl::run(const Tensor& tokens, const Tensor& positions, const Te
       MoeLayerTrace* trace = nullptr;
       if (moe_traces) trace = &moe_traces->emplace_back();
       const Tensor replay = forced && moe_index < forced->size()
-                                ? (*forced)[moe_index].reshape({B * T, -1})
+                                ? (*forced)[moe_index].to(y.device()).reshape({B * T, -1})
                                 : Tensor();
       ++moe_index;
       mlp = layer.moe->forward(y.reshape({B * T, -1}), gating_, trace, replay, apply_forced)
@@ -235,29 +270,32 @@ ScoreOutput CausalLMImpl::score(const Tensor& tokens, const Tensor& valid,
               "score: tokens and valid must both be [B, T], got ", tokens.sizes(), " and ",
               valid.sizes());
   const int64_t T = tokens.size(1);
-  Tensor valid_b = valid.to(torch::kBool);
+  const Tensor tokens_d = tokens.to(device());
+  Tensor valid_b = valid.to(device()).to(torch::kBool);
   // Positions count valid tokens before each one, so left padding does not shift RoPE.
   Tensor positions = (valid_b.to(torch::kLong).cumsum(1) - 1).clamp_min(0);
   // Key j is visible to query i when j <= i and j is a real token. A padding query sees itself
   // only, which keeps its softmax finite; its output is discarded.
-  Tensor idx = torch::arange(T, tokens.options().dtype(torch::kLong));
+  Tensor idx = torch::arange(T, tokens_d.options().dtype(torch::kLong));
   Tensor causal = idx.view({1, T}) <= idx.view({T, 1});         // [T, T]
   Tensor allowed = causal.unsqueeze(0) & valid_b.unsqueeze(1);  // [B, T, T]
   allowed = allowed | torch::eye(T, valid_b.options()).unsqueeze(0);
-  Tensor mask = torch::zeros(allowed.sizes(), torch::kFloat32).masked_fill_(~allowed, kMasked);
 
   std::vector<MoeLayerTrace> traces;
   if (options.replay_routing) {
     TORCH_CHECK(config_.is_moe(), "score: routing replay needs an MoE model");
   }
-  Tensor hidden = run(tokens, positions, mask, nullptr, nullptr, &traces, options.replay_routing,
-                      options.replay_apply);
-  Tensor logits = output_logits(hidden);  // [B, T, V]; position t predicts token t+1
+  AutocastGuard autocast(device(), autocast_dtype_);
+  Tensor hidden = run(tokens_d, positions, allowed, nullptr, nullptr, &traces,
+                      options.replay_routing, options.replay_apply);
+  // [B, T, V]; position t predicts token t+1. Log-prob and loss maths in fp32 whatever the
+  // weights' or autocast's dtype.
+  Tensor logits = output_logits(hidden).to(torch::kFloat32);
   TORCH_CHECK(options.temperature > 0, "score: temperature must be > 0, got ", options.temperature);
   Tensor shifted = logits.narrow(1, 0, T - 1);
   if (options.temperature != 1.0) shifted = shifted / options.temperature;
   Tensor logp = torch::log_softmax(shifted, -1);
-  Tensor target = tokens.narrow(1, 1, T - 1).unsqueeze(-1);
+  Tensor target = tokens_d.narrow(1, 1, T - 1).unsqueeze(-1);
   // A target counts only when it and its predecessor are valid (the first token has no context).
   Tensor scored = valid_b.narrow(1, 1, T - 1) & valid_b.narrow(1, 0, T - 1);
   Tensor lp = logp.gather(-1, target).squeeze(-1).masked_fill(~scored, 0.0);
@@ -292,17 +330,25 @@ Tensor CausalLMImpl::forward_cached(const Tensor& tokens, const Tensor& position
   TORCH_CHECK(slots.min().item<int64_t>() >= 0 && slots.max().item<int64_t>() < cache.num_slots(),
               "forward_cached: slots ", slots, " outside the cache's ", cache.num_slots(),
               " slots");
+  // The write plan is computed where the caller built its inputs (the engine: on the host, so the
+  // checks above cost no device synchronisation), then moved to the weights' device.
   KvWrite write;
   Tensor flat_valid = valid_b.reshape({-1});
   write.all_valid = flat_valid.all().item<bool>();
   write.src =
-      write.all_valid ? torch::arange(B * T, torch::kLong) : flat_valid.nonzero().squeeze(1);
+      write.all_valid ? torch::arange(B * T, pos.options()) : flat_valid.nonzero().squeeze(1);
   write.slot = slots.view({B, 1}).expand({B, T}).reshape({-1}).index_select(0, write.src);
   write.pos = pos.reshape({-1}).index_select(0, write.src);
+  write.max_len = kv_len;
+  const torch::Device dev = device();
+  for (Tensor* t : {&write.src, &write.slot, &write.pos}) *t = t->to(dev, /*non_blocking=*/true);
   write.len = write.pos + 1;
+  valid_b = valid_b.to(dev, true);
+  pos = pos.to(dev, true);
 
   std::vector<MoeLayerTrace> traces;
-  Tensor hidden = run(tokens, pos, Tensor(), &cache, &write,
+  AutocastGuard autocast(dev, autocast_dtype_);
+  Tensor hidden = run(tokens.to(dev, true), pos, Tensor(), &cache, &write,
                       routing && config_.is_moe() ? &traces : nullptr);  // [B, T, D]
   if (routing) {
     routing->clear();
@@ -313,6 +359,26 @@ Tensor CausalLMImpl::forward_cached(const Tensor& tokens, const Tensor& position
   Tensor last = idx.masked_fill(~valid_b, -1).amax(1);                    // [B]
   Tensor h_last = hidden.index({torch::arange(B, pos.options()), last});  // [B, D]
   return output_logits(h_last);
+}
+
+torch::Device CausalLMImpl::device() const { return embed_tokens_->weight.device(); }
+
+torch::ScalarType CausalLMImpl::dtype() const { return embed_tokens_->weight.scalar_type(); }
+
+torch::ScalarType CausalLMImpl::compute_dtype() const {
+  return device().is_cuda() && autocast_dtype_ != torch::kFloat32 ? autocast_dtype_ : dtype();
+}
+
+void CausalLMImpl::place(const torch::Device& device, torch::ScalarType dtype) {
+  to(device, dtype);
+  rope_cos_ = rope_cos_.to(device);
+  rope_sin_ = rope_sin_.to(device);
+}
+
+void place_for_inference(CausalLM& model, const std::string& device, const std::string& dtype,
+                         const std::string& what) {
+  const torch::Device d = core::parse_device(device, what);
+  model->place(d, core::compute_dtype(dtype, d, what == "--device" ? "--dtype" : "model.dtype"));
 }
 
 std::vector<std::pair<std::string, Tensor>> CausalLMImpl::named_weights() const {

@@ -11,6 +11,7 @@
 
 #include "streamrl/model/model_config.h"
 #include "streamrl/model/moe.h"
+#include "streamrl/model/precision.h"
 
 namespace streamrl::model {
 
@@ -51,21 +52,39 @@ class CausalLMImpl : public torch::nn::Module {
 
   const ModelConfig& config() const { return config_; }
 
+  // Where the weights live and their dtype (the embedding's; all weights share them).
+  torch::Device device() const;
+  torch::ScalarType dtype() const;
+  // The dtype activations (and a KV cache) have: the autocast dtype on CUDA, else the weights'.
+  torch::ScalarType compute_dtype() const;
+  torch::TensorOptions options() const {
+    return torch::TensorOptions(device()).dtype(compute_dtype());
+  }
+  // Moves the weights to `device` in `dtype` (RoPE tables stay fp32). Generation on CUDA keeps
+  // bf16 weights; a trainer keeps fp32 master weights and sets an autocast dtype instead.
+  void place(const torch::Device& device, torch::ScalarType dtype = torch::kFloat32);
+  // `score` and `forward_cached` on CUDA run under autocast to this dtype (fp32: off), so a
+  // colocated engine shares the trainer's fp32 weights and computes in bf16. Log-probs stay fp32.
+  void set_autocast(torch::ScalarType dtype) { autocast_dtype_ = dtype; }
+  torch::ScalarType autocast() const { return autocast_dtype_; }
+
   // How MoE layers route tokens in both paths (default: the checkpoint's top-k). No-op when dense.
   void set_gating(const GatingConfig& gating) { gating_ = gating; }
   const GatingConfig& gating() const { return gating_; }
 
-  // Training path. tokens [B, T] int64, valid [B, T] bool (any padding pattern: left, right or
-  // both; valid tokens of a row are one contiguous causal sequence). Differentiable.
+  // Training path. tokens [B, T] int64, valid [B, T] bool (any device; outputs on the model's) (any
+  // padding pattern: left, right or both; valid tokens of a row are one contiguous causal
+  // sequence). Differentiable.
   ScoreOutput score(const torch::Tensor& tokens, const torch::Tensor& valid,
                     const ScoreOptions& options = {});
 
   // Inference path: runs new tokens through the model, appending their keys/values to `cache`.
   // tokens [B, T] int64 new tokens, positions [B, T] int64 absolute positions (the token count
   // already cached for that slot, +0, +1, ...), valid [B, T] bool (padding is never cached),
-  // slots [B] int64 cache slot of each row. Returns [B, V] logits of each row's last valid token.
-  // With `routing`, MoE models also return per MoE layer the [B*T, K] expert ids (routing_ids)
-  // each token was routed to.
+  // slots [B] int64 cache slot of each row; inputs best on the host (checked there without a
+  // device sync), the cache on the model's device. Returns [B, V] logits (weights' dtype and
+  // device) of each row's last valid token. With `routing`, MoE models also return per MoE layer
+  // the [B*T, K] expert ids (routing_ids) each token was routed to.
   torch::Tensor forward_cached(const torch::Tensor& tokens, const torch::Tensor& positions,
                                const torch::Tensor& valid, const torch::Tensor& slots,
                                KVCache& cache, std::vector<torch::Tensor>* routing = nullptr);
@@ -91,8 +110,15 @@ class CausalLMImpl : public torch::nn::Module {
   std::vector<std::shared_ptr<Layer>> layers_;
   torch::Tensor final_norm_;
   torch::Tensor lm_head_;              // [V, D]; undefined when tied
-  torch::Tensor rope_cos_, rope_sin_;  // [max_positions, head_dim]
+  torch::Tensor rope_cos_, rope_sin_;  // [max_positions, head_dim] fp32, on the weights' device
+  torch::ScalarType autocast_dtype_ = torch::kFloat32;
 };
 TORCH_MODULE(CausalLM);
+
+// Puts a model that only generates or scores on `device` (cpu, cuda, cuda:N) with its weights in
+// the dtype `dtype` (model.dtype: auto, float32, bfloat16) resolves to there. InputError naming
+// `what` for a bad device or dtype.
+void place_for_inference(CausalLM& model, const std::string& device, const std::string& dtype,
+                         const std::string& what = "--device");
 
 }  // namespace streamrl::model

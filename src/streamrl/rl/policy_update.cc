@@ -85,7 +85,7 @@ std::vector<float> reference_logprobs(model::CausalLM& ref, const engine::Sample
   ids.insert(ids.end(), s.output_ids.begin(), s.output_ids.end());
   auto t = torch::tensor(ids, torch::kLong).view({1, -1});
   auto lp = ref->score(t, torch::ones_like(t, torch::kBool)).logprobs[0];
-  auto tail = lp.narrow(0, s.prompt_ids.size(), s.output_ids.size()).contiguous();
+  auto tail = lp.narrow(0, s.prompt_ids.size(), s.output_ids.size()).cpu().contiguous();
   return std::vector<float>(tail.data_ptr<float>(), tail.data_ptr<float>() + tail.numel());
 }
 
@@ -186,13 +186,17 @@ void PolicyStep::run_micro_batch(const std::vector<const ScoredSample*>& rows) {
   result_.tokens += seq.num_completion_tokens;
   const int64_t T = seq.tokens.size(1);
 
+  // Built on the host, computed on the policy's device.
+  const torch::Device dev = model_->device();
   PolicyLossInputs in;
-  in.mask = seq.completion;
-  in.advantages = torch::tensor(adv);
-  in.beh_logp = place(rows, T, beh_field);
+  in.mask = seq.completion.to(dev);
+  in.advantages = torch::tensor(adv).to(dev);
+  in.beh_logp = place(rows, T, beh_field).to(dev);
   if (!rows.front()->ref_logprobs.empty() && loss_.kl.placement == KlPlacement::kLoss) {
-    in.ref_logp = place(rows, T, ref_field);
+    in.ref_logp = place(rows, T, ref_field).to(dev);
   }
+  seq.tokens = seq.tokens.to(dev);
+  seq.valid = seq.valid.to(dev);
   model::ScoreOptions opt;
   opt.temperature = config_.temperature;
   // MoE: the trainer's routing is compared with the engine's, and with routing replay follows it.

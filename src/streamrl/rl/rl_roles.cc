@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "streamrl/core/device.h"
 #include "streamrl/core/errors.h"
 #include "streamrl/core/log.h"
 #include "streamrl/core/threads.h"
@@ -42,9 +43,18 @@ RlRoles RlRoles::set_up(const RlRunConfig& c) {
   r.prompts.emplace(PromptEncoder::for_task(*r.tokenizer, c.init_from, *r.task));
   r.policy = model::load_model(c.init_from);
   r.policy->set_gating(c.moe.gating);
+  RunOptions run = c.run;
+  if (run.device == "cuda" && pgo.world_size > 1) {
+    run.device =
+        "cuda:" + std::to_string(pgo.rank % std::max<int64_t>(1, torch::cuda::device_count()));
+  }
+  r.device = run.device;
+  const torch::Device device = place_trained_model(r.policy, run, c.dtype);
   if (c.loss.kl.coef > 0) {
+    // Frozen: no master weights needed, so it holds (and computes in) the compute dtype.
     r.reference.emplace(model::load_model(c.init_from));
     (*r.reference)->set_gating(c.moe.gating);
+    (*r.reference)->place(device, core::compute_dtype(c.dtype, device));
   }
   r.optimizer = make_adamw(*r.policy, c.optim);
 
@@ -92,8 +102,10 @@ std::unique_ptr<RolloutGenerator> RlRoles::make_generator(const RlRunConfig& c,
   ec.record_routing = policy->config().is_moe();  // for routing replay and its mismatch metric
   // Colocated, the engine runs the trainer's module itself (no weight transfer); otherwise a
   // private copy on its own threads and cores.
+  sgs::SgsConfig sgs = c.sgs;
+  if (sgs.devices.empty()) sgs.devices = {device};
   return core::traits(c.mode).dedicated_generator
-             ? RolloutGenerator::dedicated(policy, ec, c.sgs, start_iteration)
+             ? RolloutGenerator::dedicated(policy, ec, sgs, start_iteration)
              : RolloutGenerator::colocated(policy, ec, start_iteration);
 }
 

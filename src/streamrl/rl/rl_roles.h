@@ -31,6 +31,9 @@ struct RlRoles {
   std::vector<std::string> sgs_urls;  // this rank's share of sgs.urls
   int rank = 0;
   bool lead = true;
+  // The trainer's device: run.device, except that under `streamrl launch` a plain "cuda" gives
+  // rank r the GPU r (mod the visible count). SGS instances without sgs.devices share it.
+  std::string device = "cpu";
   std::unique_ptr<tasks::Task> owned_task;
   const tasks::Task* task = nullptr;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer;

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "streamrl/core/device.h"
 #include "streamrl/core/errors.h"
 
 namespace streamrl::rl {
@@ -47,6 +48,9 @@ RlRunConfig RlRunConfig::from_config(const core::Config& root) {
   c.sgs = sgs::SgsConfig::read(root.section("sgs"), sgs_defaults);
   root.section("sgs").get("urls", c.sgs_urls);
   c.moe.read(root.section("model").section("moe"));
+  root.section("model").get("dtype", c.dtype);
+  core::check_dtype_name(c.dtype);
+  c.sgs.dtype = c.dtype;
   algo.get("moe_routing_replay", c.moe.routing_replay);
   algo.get("moe_curriculum", c.update.moe_curriculum);
   c.sgs_remote = dist::RemoteSgsOptions::read(root.section("sgs"));

@@ -33,6 +33,7 @@ struct RlRunConfig {
   RunOptions run{.name = "rl"};
   core::Mode mode = core::Mode::kColocate;  // key `mode`: colocate | disagg | stream | async
   std::string init_from;  // policy checkpoint to start from (required), e.g. runs/sft_sum/final
+  std::string dtype = "auto";  // model.dtype: compute precision on CUDA (core/device.h)
   DataOptions data;
   // rollout
   int prompts_per_iteration = 32;

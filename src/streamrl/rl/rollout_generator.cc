@@ -42,6 +42,8 @@ std::unique_ptr<RolloutGenerator> RolloutGenerator::dedicated(model::CausalLM& m
   pc.instances = sgs.instances;
   pc.threads_per_instance = sgs.threads_per_instance;
   pc.engine = config;
+  pc.devices = sgs.devices;
+  pc.dtype = sgs.dtype;
   g->pool_ = std::make_unique<sgs::InstancePool>(model, pc, g->queue_.sink(), weight_version);
   return g;
 }

@@ -1,5 +1,6 @@
 #include "streamrl/rl/run_options.h"
 
+#include "streamrl/core/device.h"
 #include "streamrl/core/errors.h"
 #include "streamrl/tasks/dataset.h"
 
@@ -11,10 +12,20 @@ void RunOptions::read(const core::Config& c) {
   c.get("seed", seed);
   c.get("threads", threads);
   c.get("resume", resume);
+  c.get("device", device);
+  core::parse_device(device, "run.device");  // an unknown or absent device stops the run here
   if (name.empty() || name.find('/') != std::string::npos) {
     throw InputError("run.name must be a non-empty name without '/', got '" + name + "'");
   }
   if (threads < 0) throw InputError("run.threads must be >= 0 (0 = all cores)");
+}
+
+torch::Device place_trained_model(model::CausalLM& model, const RunOptions& run,
+                                  const std::string& dtype) {
+  const torch::Device device = core::parse_device(run.device, "run.device");
+  model->place(device, torch::kFloat32);
+  model->set_autocast(core::compute_dtype(dtype, device));
+  return device;
 }
 
 void DataOptions::read(const core::Config& c) {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "streamrl/core/config.h"
+#include "streamrl/model/transformer.h"
 #include "streamrl/rl/evaluate.h"
 #include "streamrl/rl/prompt_curriculum.h"
 #include "streamrl/tasks/task.h"
@@ -19,11 +20,17 @@ struct RunOptions {
   std::string runs_dir = "runs";  // key `dir`
   uint64_t seed = 0;              // data order, init and sampling
   int threads = 0;                // core budget; 0 = all cores
+  std::string device = "cpu";     // the trainer's and reference's device: cpu, cuda, cuda:N
   bool resume = true;             // continue from the newest checkpoint of the run directory
 
   void read(const core::Config& section);  // InputError for a bad name
   std::filesystem::path dir() const { return std::filesystem::path(runs_dir) / name; }
 };
+
+// Puts a model the trainer updates on run.device: fp32 master weights, and on CUDA autocast to
+// `dtype` (model.dtype) for its forward and backward. Returns the device.
+torch::Device place_trained_model(model::CausalLM& model, const RunOptions& run,
+                                  const std::string& dtype);
 
 // `data:` section: a built-in task (default: the default task) or a JSONL file with a verifier.
 struct DataOptions {

@@ -7,6 +7,7 @@
 #include <numeric>
 #include <random>
 
+#include "streamrl/core/device.h"
 #include "streamrl/core/errors.h"
 #include "streamrl/core/fs.h"
 #include "streamrl/core/log.h"
@@ -32,6 +33,8 @@ SftConfig SftConfig::from_config(const core::Config& root) {
   model.get("tokenizer", c.tokenizer);
   model.get("init_from", c.init_from);
   c.moe.read(model.section("moe"));
+  model.get("dtype", c.dtype);
+  core::check_dtype_name(c.dtype);
   c.data.read(root.section("data"));
   core::Config train = root.section("train");
   train.get("steps", c.steps);
@@ -162,12 +165,13 @@ double heldout_loss(model::CausalLM& model, const PromptEncoder& encoder, const 
   }
   double nll = 0;
   int64_t tokens = 0;
-  for_each_micro_batch(prompts, targets, micro_batch_tokens,
-                       [&](const SequenceBatch& batch, const std::vector<size_t>&) {
-                         const auto out = model->score(batch.tokens, batch.valid);
-                         nll -= (out.logprobs * batch.completion).sum().item<double>();
-                         tokens += batch.num_completion_tokens;
-                       });
+  for_each_micro_batch(
+      prompts, targets, micro_batch_tokens,
+      [&](const SequenceBatch& batch, const std::vector<size_t>&) {
+        const auto out = model->score(batch.tokens, batch.valid);
+        nll -= (out.logprobs * batch.completion.to(out.logprobs.device())).sum().item<double>();
+        tokens += batch.num_completion_tokens;
+      });
   return tokens > 0 ? nll / static_cast<double>(tokens) : 0.0;
 }
 
@@ -194,6 +198,7 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
   }
   model::CausalLM& model = *lm;
   model->set_gating(c.moe.gating);
+  place_trained_model(model, c.run, c.dtype);  // before the optimizer sees the parameters
   const PromptEncoder encoder = PromptEncoder::for_task(*tok, c.init_from, task);
   auto optimizer = make_adamw(*model, c.optim);
   const int64_t max_len = model->config().max_position_embeddings;
@@ -264,7 +269,7 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
         [&](const SequenceBatch& batch, const auto& micro) {
           auto out = model->score(batch.tokens, batch.valid);
           const double total = static_cast<double>(std::max<int64_t>(1, total_tokens));
-          auto loss = -(out.logprobs * batch.completion).sum() / total;
+          auto loss = -(out.logprobs * batch.completion.to(out.logprobs.device())).sum() / total;
           if (out.moe) {
             // The router losses are means over the micro-batch: weighted by its share of tokens.
             loss = loss + c.moe.loss(out.moe) * (batch.num_completion_tokens / total);
@@ -275,7 +280,7 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
             moe_stats.add(*out.moe, c.moe.aux_top1_only, batch.num_completion_tokens);
             if (data.curriculum()) {
               const torch::Tensor rows =
-                  out.moe->two_expert_by_row.to(torch::kFloat64).contiguous();
+                  out.moe->two_expert_by_row.to(torch::kFloat64).cpu().contiguous();
               const int64_t L = rows.size(1);
               for (size_t b = 0; b < micro.size(); ++b) {
                 const double* r = rows.data_ptr<double>() + static_cast<int64_t>(b) * L;

@@ -21,7 +21,8 @@ struct SftConfig {
   std::string model_config = "configs/model/tiny.json";
   std::string tokenizer = "char";
   std::string init_from;
-  model::MoeOptions moe;  // model.moe: MoE routing and router losses (dense models ignore it)
+  model::MoeOptions moe;       // model.moe: MoE routing and router losses (dense models ignore it)
+  std::string dtype = "auto";  // model.dtype: autocast precision on CUDA (core/device.h)
   DataOptions data;
   // training
   int steps = 1000;

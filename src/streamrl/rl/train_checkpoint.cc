@@ -141,8 +141,17 @@ std::string optimizer_bytes(torch::optim::Optimizer& optimizer) {
 void load_optimizer_bytes(torch::optim::Optimizer& optimizer, const std::string& bytes) {
   try {
     std::istringstream in(bytes);
+    // The moments live where the parameters do (a run may resume on another device).
+    std::optional<torch::Device> device;
+    for (auto& g : optimizer.param_groups()) {
+      if (!g.params().empty()) device = g.params().front().device();
+    }
     torch::serialize::InputArchive archive;
-    archive.load_from(in);
+    if (device) {
+      archive.load_from(in, *device);
+    } else {
+      archive.load_from(in);
+    }
     optimizer.load(archive);
   } catch (const c10::Error& e) {
     throw InputError("cannot load optimizer state (" +

@@ -2,6 +2,7 @@
 
 #include <deque>
 
+#include "streamrl/core/device.h"
 #include "streamrl/core/errors.h"
 #include "streamrl/core/threads.h"
 #include "streamrl/model/checkpoint.h"
@@ -36,6 +37,11 @@ InstancePool::InstancePool(model::CausalLM& model, const PoolConfig& config, Sam
     model::CausalLM copy(model->config());
     copy->set_gating(model->gating());
     model::load_weights(copy, weights, "sgs pool copy");
+    if (!config_.devices.empty()) {
+      const auto& name = config_.devices[k % config_.devices.size()];
+      const torch::Device device = core::parse_device(name, "sgs.devices");
+      copy->place(device, core::compute_dtype(config_.dtype, device));
+    }
     copy->eval();
     engine::EngineConfig ec = config_.engine;
     ec.trace_track += k;  // one trace track per instance

@@ -29,6 +29,8 @@ struct PoolConfig {
   int threads_per_instance = 1;  // ATen/OpenBLAS core budget of each instance thread
   engine::EngineConfig engine;   // max_batch_size bounds every instance's batch size; instance k
                                  // traces on track engine.trace_track + k
+  std::vector<std::string> devices;  // instance k on devices[k % size]; empty: the CPU
+  std::string dtype = "auto";        // model.dtype of the instances' weights (core/device.h)
 };
 
 class InstancePool {

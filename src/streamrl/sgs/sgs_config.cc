@@ -1,5 +1,7 @@
 #include "streamrl/sgs/sgs_config.h"
 
+#include "streamrl/core/device.h"
+
 #include <stdexcept>
 #include <string>
 
@@ -20,11 +22,13 @@ SgsConfig SgsConfig::read(const core::Config& s, SgsConfig c) {
   s.get("seed", c.dispatch.seed);
   s.get("length_window", c.length_window);
   s.get("profile", c.profile);
+  s.get("devices", c.devices);
   c.dispatch.policy = parse_dispatch_policy(policy);
   c.dispatch.objective = parse_split_objective(objective);
   c.dispatch.latency_model = parse_latency_model(model);
   if (admission != "default") c.dispatch.admission = engine::parse_admission_policy(admission);
   const std::string where = s.prefix().empty() ? "" : s.prefix() + ".";
+  for (const auto& d : c.devices) core::parse_device(d, where + "devices");
   if (c.instances < 1 || c.threads_per_instance < 1 || c.dispatch.max_batch_size < 1 ||
       c.length_window < 1) {
     throw InputError(where +

@@ -34,6 +34,9 @@ struct SgsConfig {
   RankerConfig ranker;          // vocab_size is the policy tokenizer's, set by the caller
   size_t ranker_window = 4096;  // recent (prompt, length) pairs kept for online refits
   int refit_every = 5;          // iterations between online refits (K)
+  // Instance k's device: devices[k % size] (cpu, cuda, cuda:N); empty: the trainer's run.device.
+  std::vector<std::string> devices;
+  std::string dtype = "auto";  // the policy's model.dtype, set by the caller
 
   // Reads the section over `defaults` (a caller's own defaults, e.g. one instance for RL on a
   // small machine); InputError names the key for a bad value.
