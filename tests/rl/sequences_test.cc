@@ -20,6 +20,16 @@ TEST(Sequences, PromptGetsBosAndBatchMasksCompletion) {
   EXPECT_TRUE(torch::equal(b.valid[1], torch::tensor({1, 1, 1, 1, 0}).to(torch::kBool)));
 }
 
+// A multi-turn sample's appended tokens (mask 0) are context: valid, not trained, not counted.
+TEST(Sequences, TrainedMaskLeavesAppendedTokensOutOfTheCompletion) {
+  const std::vector<uint8_t> turns = {1, 0, 0, 1}, none;
+  SequenceBatch b = make_sequence_batch({{1, 5}, {1}}, {{7, 8, 9, 2}, {3, 2}}, {&turns, &none});
+  EXPECT_EQ(b.num_completion_tokens, 2 + 2);
+  EXPECT_TRUE(torch::equal(b.completion[0], torch::tensor({0, 0, 1, 0, 0, 1}).to(torch::kBool)));
+  EXPECT_TRUE(torch::equal(b.completion[1], torch::tensor({0, 1, 1, 0, 0, 0}).to(torch::kBool)));
+  EXPECT_TRUE(torch::equal(b.valid[0], torch::ones({6}, torch::kBool)));
+}
+
 TEST(Sequences, PackByTokenBudgetGroupsSimilarLengths) {
   std::vector<int64_t> lengths = {10, 100, 12, 50, 11, 300};
   auto packs = pack_by_token_budget(lengths, 120);

@@ -18,9 +18,10 @@ std::vector<int> mini_batch_quotas(int groups, int mini_batches);
 
 // One iteration's optimizer steps: mini-batch m takes the next quotas[m] complete groups (a group
 // is a run of samples with one request id) and steps as soon as they are added, at the learning
-// rate and clip given at construction. finish() steps on what is left and, so that every trainer
-// rank takes as many collective steps, runs the steps whose groups never came (dynamic sampling
-// out of refills) on no samples: those leave the weights unchanged.
+// rate and clip given at construction: every step of the iteration uses those, so finish()'s own
+// arguments are not used. finish() steps on what is left and, so that every trainer rank takes
+// as many collective steps, runs the steps whose groups never came (dynamic sampling out of
+// refills) on no samples: those leave the weights unchanged.
 class MiniBatchStep : public TrainerStep {
  public:
   MiniBatchStep(std::function<std::unique_ptr<TrainerStep>()> new_step, std::vector<int> quotas,

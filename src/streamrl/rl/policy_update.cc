@@ -165,24 +165,16 @@ void PolicyStep::run_micro_batch(const std::vector<const ScoredSample*>& rows) {
   telemetry::ScopedSpan span(trace_, trace_track_, "micro-batch");
   span.args() = {{"samples", rows.size()}};
   std::vector<std::vector<int32_t>> prompts, outputs;
+  std::vector<const std::vector<uint8_t>*> trained;  // multi-turn: appended tokens are context
   std::vector<float> adv;
   for (const auto* s : rows) {
     prompts.push_back(s->sample.prompt_ids);
     outputs.push_back(s->sample.output_ids);
+    trained.push_back(&s->sample.sampled_mask);
     adv.push_back(static_cast<float>(s->advantage));
     sequences_ += s->sample.output_ids.empty() ? 0 : 1;
   }
-  SequenceBatch seq = make_sequence_batch(prompts, outputs);
-  {
-    auto comp = seq.completion.accessor<bool, 2>();
-    for (size_t b = 0; b < rows.size(); ++b) {
-      const auto& m = rows[b]->sample.sampled_mask;
-      const size_t p = rows[b]->sample.prompt_ids.size();
-      for (size_t t = 0; t < m.size(); ++t) {
-        if (m[t] == 0) comp[b][p + t] = false, seq.num_completion_tokens -= 1;
-      }
-    }
-  }
+  SequenceBatch seq = make_sequence_batch(prompts, outputs, trained);
   result_.tokens += seq.num_completion_tokens;
   const int64_t T = seq.tokens.size(1);
 

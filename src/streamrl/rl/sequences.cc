@@ -86,9 +86,12 @@ std::vector<int32_t> PromptEncoder::target_ids(const tasks::Problem& problem) co
 }
 
 SequenceBatch make_sequence_batch(const std::vector<std::vector<int32_t>>& prompts,
-                                  const std::vector<std::vector<int32_t>>& completions) {
-  TORCH_CHECK(prompts.size() == completions.size(), "make_sequence_batch: ", prompts.size(),
-              " prompts but ", completions.size(), " completions");
+                                  const std::vector<std::vector<int32_t>>& completions,
+                                  const std::vector<const std::vector<uint8_t>*>& trained) {
+  TORCH_CHECK(
+      prompts.size() == completions.size() && (trained.empty() || trained.size() == prompts.size()),
+      "make_sequence_batch: ", prompts.size(), " prompts but ", completions.size(),
+      " completions and ", trained.size(), " masks");
   const int64_t B = prompts.size();
   int64_t T = 1;
   for (int64_t b = 0; b < B; ++b) {
@@ -104,8 +107,13 @@ SequenceBatch make_sequence_batch(const std::vector<std::vector<int32_t>>& promp
   for (int64_t b = 0; b < B; ++b) {
     int64_t t = 0;
     for (int32_t id : prompts[b]) tok[b][t] = id, valid[b][t++] = true;
-    for (int32_t id : completions[b]) tok[b][t] = id, valid[b][t] = true, comp[b][t++] = true;
-    out.num_completion_tokens += completions[b].size();
+    const std::vector<uint8_t>* mask = trained.empty() ? nullptr : trained[b];
+    const bool masked = mask != nullptr && !mask->empty();
+    for (size_t i = 0; i < completions[b].size(); ++i, ++t) {
+      const bool train = !masked || (i < mask->size() && (*mask)[i] != 0);
+      tok[b][t] = completions[b][i], valid[b][t] = true, comp[b][t] = train;
+      out.num_completion_tokens += train ? 1 : 0;
+    }
   }
   return out;
 }

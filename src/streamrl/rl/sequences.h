@@ -82,8 +82,11 @@ struct SequenceBatch {
   int64_t num_completion_tokens = 0;
 };
 
+// `trained`, when given, holds per row one flag per completion token (empty: all trained); a 0
+// (a multi-turn sample's appended tool result) is context only, outside `completion` and the count.
 SequenceBatch make_sequence_batch(const std::vector<std::vector<int32_t>>& prompts,
-                                  const std::vector<std::vector<int32_t>>& completions);
+                                  const std::vector<std::vector<int32_t>>& completions,
+                                  const std::vector<const std::vector<uint8_t>*>& trained = {});
 
 // Micro-batches within a token budget, longest first (core/packing.h), shared with the planner.
 using core::pack_by_token_budget;
