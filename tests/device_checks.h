@@ -19,10 +19,7 @@ inline model::CausalLM device_check_model() {
 // A copy of `m`'s weights, placed on `device` with weights in `dtype` (autocast: `autocast`).
 inline model::CausalLM placed_copy(model::CausalLM& m, const torch::Device& device,
                                    torch::ScalarType dtype, torch::ScalarType autocast) {
-  model::CausalLM copy(m->config());
-  std::map<std::string, torch::Tensor> w;
-  for (auto& [name, t] : m->named_weights()) w[name] = t;
-  model::load_weights(copy, w, "test copy");
+  model::CausalLM copy = model::copy_model(m, "test copy");
   copy->place(device, dtype);
   copy->set_autocast(autocast);
   return copy;

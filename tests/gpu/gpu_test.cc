@@ -57,13 +57,8 @@ class GpuRun : public testing::Test {
   // REQUIRE_GPUS).
   void make_checkpoint() {
     dir_ = testing_util::fresh_temp_dir("gpu_run");
-    std::ofstream f(dir_ + "/sft.yaml");
-    f << "run: {dir: " << dir_ << "/runs, name: sft, threads: 1}\n"
-      << "model: {config: " << STREAMRL_TEST_DATA_DIR << "/tiny_model.json}\n"
-      << "train: {steps: 10, batch_size: 8, optim: {lr: 0.003}}\n"
-      << "eval: {n: 0}\ncheckpoint: {every: 0}\n";
-    f.close();
-    auto r = run_streamrl({"sft", "--config", dir_ + "/sft.yaml", "run.device=cuda"});
+    auto r = run_streamrl(
+        {"sft", "--config", testing_util::write_tiny_sft_config(dir_), "run.device=cuda"});
     ASSERT_EQ(r.exit_code, 0) << r.output;
     std::ofstream g(dir_ + "/rl.yaml");
     g << "run: {dir: " << dir_ << "/runs, threads: 1, seed: 3}\n"

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -184,6 +185,16 @@ void ServeProcess::kill_now() {
   kill(pid_, SIGKILL);
   waitpid(pid_, nullptr, 0);
   pid_ = -1;
+}
+
+std::string write_tiny_sft_config(const std::string& dir) {
+  const std::string path = dir + "/sft.yaml";
+  std::ofstream f(path);
+  f << "run: {dir: " << dir << "/runs, name: sft, threads: 1}\n"
+    << "model: {config: " << STREAMRL_TEST_DATA_DIR << "/tiny_model.json}\n"
+    << "train: {steps: 10, batch_size: 8, optim: {lr: 0.003}}\n"
+    << "eval: {n: 0}\ncheckpoint: {every: 0}\n";
+  return path;
 }
 
 }  // namespace streamrl::testing_util

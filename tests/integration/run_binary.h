@@ -58,6 +58,10 @@ pid_t spawn_streamrl(const std::vector<std::string>& args);
 // A fresh empty directory under the system temp dir, unique to this process and `name`.
 std::string fresh_temp_dir(const std::string& name);
 
+// Writes DIR/sft.yaml (10 SFT steps of tests/data/tiny_model.json into DIR/runs/sft, one thread,
+// no evaluation or intermediate checkpoints: a starting policy for RL tests); returns its path.
+std::string write_tiny_sft_config(const std::string& dir);
+
 // The last non-empty line of `text`.
 std::string last_line(const std::string& text);
 

@@ -99,6 +99,15 @@ void load_weights(CausalLM& model, const std::map<std::string, torch::Tensor>& w
   }
 }
 
+CausalLM copy_model(CausalLM& model, const std::string& source) {
+  CausalLM copy(model->config());
+  copy->set_gating(model->gating());
+  std::map<std::string, torch::Tensor> weights;
+  for (auto& [name, t] : model->named_weights()) weights[name] = t;
+  load_weights(copy, weights, source);
+  return copy;
+}
+
 CausalLM load_model(const fs::path& dir) {
   if (!fs::is_directory(dir)) throw InputError("checkpoint directory not found: " + dir.string());
   ModelConfig config = load_model_config(dir / "config.json");

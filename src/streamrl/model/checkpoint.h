@@ -43,4 +43,8 @@ void check_weights(CausalLM& model, const std::map<std::string, torch::Tensor>& 
 void load_weights(CausalLM& model, const std::map<std::string, torch::Tensor>& weights,
                   const std::string& source);
 
+// A model of `model`'s config and gating holding a copy of its weights, on the CPU in fp32 (place
+// it where it runs). `source` names the copy in errors.
+CausalLM copy_model(CausalLM& model, const std::string& source);
+
 }  // namespace streamrl::model

@@ -2,7 +2,6 @@
 
 #include <chrono>
 
-#include "streamrl/core/device.h"
 #include "streamrl/core/errors.h"
 #include "streamrl/core/log.h"
 #include "streamrl/core/threads.h"
@@ -49,12 +48,12 @@ RlRoles RlRoles::set_up(const RlRunConfig& c) {
         "cuda:" + std::to_string(pgo.rank % std::max<int64_t>(1, torch::cuda::device_count()));
   }
   r.device = run.device;
-  const torch::Device device = place_trained_model(r.policy, run, c.dtype);
+  place_trained_model(r.policy, run, c.dtype);
   if (c.loss.kl.coef > 0) {
     // Frozen: no master weights needed, so it holds (and computes in) the compute dtype.
     r.reference.emplace(model::load_model(c.init_from));
     (*r.reference)->set_gating(c.moe.gating);
-    (*r.reference)->place(device, core::compute_dtype(c.dtype, device));
+    model::place_for_inference(*r.reference, run.device, c.dtype, "run.device");
   }
   r.optimizer = make_adamw(*r.policy, c.optim);
 

@@ -20,12 +20,10 @@ void RunOptions::read(const core::Config& c) {
   if (threads < 0) throw InputError("run.threads must be >= 0 (0 = all cores)");
 }
 
-torch::Device place_trained_model(model::CausalLM& model, const RunOptions& run,
-                                  const std::string& dtype) {
+void place_trained_model(model::CausalLM& model, const RunOptions& run, const std::string& dtype) {
   const torch::Device device = core::parse_device(run.device, "run.device");
   model->place(device, torch::kFloat32);
   model->set_autocast(core::compute_dtype(dtype, device));
-  return device;
 }
 
 void DataOptions::read(const core::Config& c) {

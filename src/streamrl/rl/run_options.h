@@ -28,9 +28,8 @@ struct RunOptions {
 };
 
 // Puts a model the trainer updates on run.device: fp32 master weights, and on CUDA autocast to
-// `dtype` (model.dtype) for its forward and backward. Returns the device.
-torch::Device place_trained_model(model::CausalLM& model, const RunOptions& run,
-                                  const std::string& dtype);
+// `dtype` (model.dtype) for its forward and backward.
+void place_trained_model(model::CausalLM& model, const RunOptions& run, const std::string& dtype);
 
 // `data:` section: a built-in task (default: the default task) or a JSONL file with a verifier.
 struct DataOptions {

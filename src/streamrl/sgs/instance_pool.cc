@@ -2,7 +2,6 @@
 
 #include <deque>
 
-#include "streamrl/core/device.h"
 #include "streamrl/core/errors.h"
 #include "streamrl/core/threads.h"
 #include "streamrl/model/checkpoint.h"
@@ -29,18 +28,13 @@ InstancePool::InstancePool(model::CausalLM& model, const PoolConfig& config, Sam
   }
   // The pool's queues decide the order; the engine admits what it is fed as it arrives.
   config_.engine.admission = engine::AdmissionPolicy::kFifo;
-  std::map<std::string, torch::Tensor> weights;
-  for (auto& [name, t] : model->named_weights()) weights[name] = t;
   for (int k = 0; k < config_.instances; ++k) {
     auto inst = std::make_unique<Instance>();
     inst->index = k;
-    model::CausalLM copy(model->config());
-    copy->set_gating(model->gating());
-    model::load_weights(copy, weights, "sgs pool copy");
+    model::CausalLM copy = model::copy_model(model, "sgs pool copy");
     if (!config_.devices.empty()) {
-      const auto& name = config_.devices[k % config_.devices.size()];
-      const torch::Device device = core::parse_device(name, "sgs.devices");
-      copy->place(device, core::compute_dtype(config_.dtype, device));
+      model::place_for_inference(copy, config_.devices[k % config_.devices.size()], config_.dtype,
+                                 "sgs.devices");
     }
     copy->eval();
     engine::EngineConfig ec = config_.engine;
