@@ -14,6 +14,7 @@
 
 #include "rl_modes_bench.h"
 #include "rounds.h"
+#include "streamrl/core/clock.h"
 #include "streamrl/core/config.h"
 #include "streamrl/core/errors.h"
 #include "streamrl/core/fs.h"
@@ -33,12 +34,8 @@ namespace streamrl::bench {
 namespace {
 
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
+using core::Clock;
 using nlohmann::json;
-
-double since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 // The bench's output: the last line that parses as a JSON object (`--json` puts it last).
 json read_measured(const std::string& path) {
@@ -179,12 +176,12 @@ planner::TrainerModel measure_trainer(model::CausalLM& lm, const std::vector<int
     ps.add(batch, /*eager=*/false);
     auto t0 = Clock::now();
     ps.flush();
-    const double fb = since(t0);
+    const double fb = core::seconds_since(t0);
     t0 = Clock::now();
     ps.finish(oc.lr, oc.grad_clip);
     if (r == 0) continue;  // warm-up
     fwd_bwd.push_back(fb);
-    step.push_back(since(t0));
+    step.push_back(core::seconds_since(t0));
   }
   std::sort(fwd_bwd.begin(), fwd_bwd.end());
   std::sort(step.begin(), step.end());
@@ -255,7 +252,7 @@ double measure_weight_copy(model::CausalLM& lm) {
   for (int r = 0; r < 3; ++r) {
     auto t0 = Clock::now();
     for (const auto& p : lm->parameters()) p.clone();
-    times.push_back(since(t0));
+    times.push_back(core::seconds_since(t0));
   }
   std::sort(times.begin(), times.end());
   return times[1];

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "streamrl/core/clock.h"
 #include "streamrl/core/config.h"
 #include "streamrl/core/errors.h"
 #include "streamrl/core/threads.h"
@@ -22,20 +23,12 @@ namespace streamrl::bench {
 namespace {
 
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
+using core::Clock;
 
 constexpr double kGoalGain = 0.15;     // absolute held-out greedy accuracy points (issue #15)
 constexpr double kGoalMinutes = 15.0;  // the main job, SFT included, on this 2-core machine
 constexpr int kPassK = 8;              // pass@8 of the SFT policy: the bar for pass@1 after RL
 constexpr int kEasyMaxDifficulty = 1;  // "difficulties 0-1" of the pass@k goal
-
-fs::path source_path(const std::string& relative) {
-  return fs::path(STREAMRL_SOURCE_DIR) / relative;
-}
-
-double minutes_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count() / 60.0;
-}
 
 // The SFT warm start of configs/sft_sum.yaml, trained now when missing (not in quick mode, where
 // minutes of SFT would defeat the purpose).
@@ -54,7 +47,7 @@ nlohmann::json ensure_sft_checkpoint(const fs::path& ckpt, int threads, bool qui
     throw RuntimeFailure("SFT finished but " + ckpt.string() + " is missing; run `" + command +
                          "`");
   }
-  return {{"trained_now", true}, {"minutes", minutes_since(t0)}};
+  return {{"trained_now", true}, {"minutes", core::seconds_since(t0) / 60.0}};
 }
 
 // Held-out evaluation of the checkpoint in `dir` as one curve point; the whole EvalResult when
@@ -187,7 +180,7 @@ nlohmann::json run_learning(const BenchOptions& options) {
     curve.push_back(eval_point(0, init_from, task, eval, true, &before_eval));
     const auto r0 = Clock::now();
     run = rl::run_rl(rc, cfg.resolved_yaml());
-    rl_minutes = minutes_since(r0);
+    rl_minutes = core::seconds_since(r0) / 60.0;
     const fs::path run_dir = rc.run.dir();
     for (int64_t it = eval_every; it < rc.iterations; it += eval_every) {
       curve.push_back(eval_point(it, run_dir / "checkpoints" / ("step_" + std::to_string(it)), task,
@@ -204,7 +197,7 @@ nlohmann::json run_learning(const BenchOptions& options) {
     fs::remove_all(root);
     throw;
   }
-  const double minutes = minutes_since(t0);
+  const double minutes = core::seconds_since(t0) / 60.0;
   fs::remove_all(root);
 
   const double before = curve.front()["accuracy"].get<double>();

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "rounds.h"
+#include "streamrl/core/clock.h"
 #include "streamrl/core/errors.h"
 #include "streamrl/core/stats.h"
 #include "streamrl/dist/backward_comm.h"
@@ -27,12 +28,8 @@ namespace {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
+using core::Clock;
 using torch::Tensor;
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
 
 // Lina's gradient chunk. A chunk must be large against a launch's latency: the paper's 30 MB at
 // 100 Gb/s moves for ~2.4 ms against ~20 us. Gloo over loopback here pays ~200 us a launch at
@@ -104,7 +101,7 @@ double measure_compute_share(dist::ProcessGroup& world) {
     world.barrier();
     const auto start = Clock::now();
     f();
-    return seconds_since(start);
+    return core::seconds_since(start);
   };
   std::vector<double> share;
   for (int i = 0; i < 3; ++i) {
@@ -113,7 +110,7 @@ double measure_compute_share(dist::ProcessGroup& world) {
     std::thread background(comm);
     const auto start = Clock::now();
     compute();
-    const double both = seconds_since(start);
+    const double both = core::seconds_since(start);
     background.join();
     share.push_back(std::clamp((both - tc) / ta, 0.0, 1.0));
   }
@@ -190,13 +187,13 @@ json run_lina_train_worker(const BenchOptions& options, const std::string& out_p
     world.barrier();  // ranks start together: a step's time is not a peer's lateness
     const auto start = Clock::now();
     const Tensor loss = -lm->score(tokens, valid).logprobs.sum() / global;
-    t.forward_s = seconds_since(start);
+    t.forward_s = core::seconds_since(start);
     comm->begin(policy, defer);
     const auto back = Clock::now();
     loss.backward();
-    t.backward_s = seconds_since(back);
+    t.backward_s = core::seconds_since(back);
     t.comm = comm->finish();
-    t.step_s = seconds_since(start);
+    t.step_s = core::seconds_since(start);
     for (auto& p : lm->parameters()) p.mutable_grad() = Tensor();  // no update: same work each step
     return t;
   };
@@ -207,7 +204,7 @@ json run_lina_train_worker(const BenchOptions& options, const std::string& out_p
       world.barrier();
       const auto start = Clock::now();
       world.all_reduce_sum(v);
-      t.push_back(seconds_since(start));
+      t.push_back(core::seconds_since(start));
     }
     return core::median(t);
   };

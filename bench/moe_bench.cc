@@ -29,19 +29,15 @@ constexpr double kGoalSpeedup = 1.15;    // issue #17 (the paper reaches up to 1
 constexpr double kGoalLossDelta = 0.01;  // adaptive's held-out loss within 1 % of top-2's
 constexpr double kSameLoss = 1.01;       // "the same loss": within 1 % of top-2's final one
 
-fs::path source_path(const std::string& relative) {
-  return fs::path(STREAMRL_SOURCE_DIR) / relative;
-}
-
-struct Variant {
+struct GatingVariant {
   std::string name;
   std::string gating;  // model.moe.gating
   double threshold;
   bool curriculum;
 };
 
-const std::vector<Variant>& variants() {
-  static const std::vector<Variant> kAll = {
+const std::vector<GatingVariant>& variants() {
+  static const std::vector<GatingVariant> kAll = {
       {"top2", "topk", 0.0, false},
       {"adaptive_0.1", "adaptive", 0.1, false},
       {"adaptive_0.2", "adaptive", 0.2, false},
@@ -57,7 +53,7 @@ struct SftShape {
   int steps, batch_size, epoch_size, eval_every, loss_n;
 };
 
-std::string sft_yaml(const fs::path& root, const std::string& name, const Variant& v,
+std::string sft_yaml(const fs::path& root, const std::string& name, const GatingVariant& v,
                      const SftShape& s, int steps) {
   std::ostringstream y;
   y << "run: {name: " << name << ", dir: " << root.string()
@@ -105,7 +101,7 @@ struct SftRun {
 // Trains `name` on to `steps` of the recipe's `shape.steps` (resuming its checkpoint; the cosine
 // schedule spans the whole recipe, so chunks train exactly as one run would) and adds the held-out
 // loss there to its curve.
-void sft_chunk(const fs::path& root, const std::string& name, const Variant& v,
+void sft_chunk(const fs::path& root, const std::string& name, const GatingVariant& v,
                const SftShape& shape, int steps, SftRun* run) {
   const core::Config cfg = core::Config::from_string(sft_yaml(root, name, v, shape, steps));
   rl::SftConfig c = rl::SftConfig::from_config(cfg);
@@ -117,7 +113,7 @@ void sft_chunk(const fs::path& root, const std::string& name, const Variant& v,
 }
 
 // The router statistics of a finished run, averaged over its steps.
-void read_router_stats(const fs::path& run_dir, const Variant& v, SftRun* r) {
+void read_router_stats(const fs::path& run_dir, const GatingVariant& v, SftRun* r) {
   int steps = 0;
   for (const json& rec : telemetry::MetricsLog::read(run_dir / "metrics.jsonl")) {
     if (!rec.contains("moe")) continue;
@@ -143,19 +139,20 @@ void read_router_stats(const fs::path& run_dir, const Variant& v, SftRun* r) {
 std::map<std::string, SftRun> run_sft_round(const fs::path& root, int round,
                                             const SftShape& shape) {
   std::map<std::string, SftRun> runs;
-  auto name = [&](const Variant& v) { return v.name + "_r" + std::to_string(round); };
+  auto name = [&](const GatingVariant& v) { return v.name + "_r" + std::to_string(round); };
   for (int steps = std::min(shape.eval_every, shape.steps);;
        steps = std::min(steps + shape.eval_every, shape.steps)) {
-    for (const Variant& v : variants()) sft_chunk(root, name(v), v, shape, steps, &runs[v.name]);
+    for (const GatingVariant& v : variants())
+      sft_chunk(root, name(v), v, shape, steps, &runs[v.name]);
     if (steps == shape.steps) break;
   }
-  for (const Variant& v : variants()) read_router_stats(root / name(v), v, &runs[v.name]);
+  for (const GatingVariant& v : variants()) read_router_stats(root / name(v), v, &runs[v.name]);
   return runs;
 }
 
 // One async RL run of the MoE policy from `init_from`: per-iteration reward and routing mismatch.
 json run_rl_variant(const fs::path& root, const std::string& name, const fs::path& init_from,
-                    const Variant& gating, bool replay, const BenchOptions& options) {
+                    const GatingVariant& gating, bool replay, const BenchOptions& options) {
   std::vector<std::string> overrides = {
       "mode=async",
       "run.name=" + name,
@@ -221,7 +218,7 @@ json run_moe_bench(const BenchOptions& options) {
       std::map<std::string, SftRun> runs = run_sft_round(root, r, shape);
       const double target = runs["top2"].final_eval_loss() * kSameLoss;
       const double top2_time = time_to_loss(runs["top2"].eval_curve, target);
-      for (const Variant& v : variants()) {
+      for (const GatingVariant& v : variants()) {
         const SftRun& s = runs[v.name];
         rounds.add("eval_loss." + v.name, s.final_eval_loss());
         rounds.add("train_seconds." + v.name, s.train_seconds());
@@ -235,7 +232,7 @@ json run_moe_bench(const BenchOptions& options) {
       last = std::move(runs);
     }
     // RL from the adaptive (T = 0.1) SFT policy, routed the same way in the engine and trainer.
-    const Variant& adaptive = variants()[1];
+    const GatingVariant& adaptive = variants()[1];
     const fs::path init = last[adaptive.name].checkpoint;
     rl["no_replay"] = run_rl_variant(root, "rl_no_replay", init, adaptive, false, options);
     rl["replay"] = run_rl_variant(root, "rl_replay", init, adaptive, true, options);
@@ -248,7 +245,7 @@ json run_moe_bench(const BenchOptions& options) {
   json by_variant = json::object();
   std::string best;
   double best_speedup = 0;
-  for (const Variant& v : variants()) {
+  for (const GatingVariant& v : variants()) {
     const SftRun& s = last[v.name];
     const double speedup = rounds.median("speedup." + v.name);
     const double delta = rounds.median("eval_loss_delta." + v.name);

@@ -14,6 +14,10 @@
 
 namespace streamrl::bench {
 
+std::filesystem::path source_path(const std::string& relative) {
+  return std::filesystem::path(STREAMRL_SOURCE_DIR) / relative;
+}
+
 const std::vector<Benchmark>& all_benchmarks() {
   static const std::vector<Benchmark> kAll = {
       {"allocator",

@@ -1,8 +1,8 @@
 // Benchmarks run as `streamrl bench NAME [--json]`. Each runs its compared variants side by side in
-// one process and returns one JSON object with the figures and the goal each is measured against
-// (DESIGN.md §12).
+// one process and returns one JSON object with the figures and the goal each is measured against.
 #pragma once
 
+#include <filesystem>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -26,6 +26,9 @@ struct Benchmark {
   bool takes_run_config = false;  // runs configs/rl_sum.yaml, so --set applies
   bool takes_device = false;      // runs its model on --device
 };
+
+// `relative` under the source tree (the configs and data benchmarks run).
+std::filesystem::path source_path(const std::string& relative);
 
 // All benchmarks, in a stable order.
 const std::vector<Benchmark>& all_benchmarks();

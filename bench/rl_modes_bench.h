@@ -1,7 +1,7 @@
 // The same GRPO workload (default task, same cores, same iterations) in the four controller modes
 // side by side, for the task as generated (headline) and for the main job's curriculum: samples/s
 // relative to colocate, idle fraction per role, and how close async comes to the overlap bound
-// max(T_gen, T_train) (StreamRL §3-§4; DESIGN.md §1).
+// max(T_gen, T_train) (StreamRL §3-§4).
 #pragma once
 
 #include <filesystem>

@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "rounds.h"
+#include "streamrl/core/clock.h"
 #include "streamrl/core/errors.h"
 #include "streamrl/core/log.h"
 #include "streamrl/core/stats.h"
@@ -25,17 +26,13 @@
 namespace streamrl::bench {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using core::Clock;
 
 constexpr const char* kDefaultCkpt = "runs/sft_sum/final";
 constexpr int kInstances = 2;
 constexpr int kMaxNewTokens = 400;  // as configs/rl_sum.yaml
 constexpr int kMaxSeqLen = 512;
 constexpr int kMaxBatch = 64;  // the "large" batch: CPU decode throughput saturates near it
-
-double since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 // CPU seconds of the whole process. In an isolated run only the active instance's thread works
 // (the others sleep, the caller waits), so this is that instance's compute time, which other
@@ -117,7 +114,7 @@ VariantRun run_variant(sgs::InstancePool& pool, std::mutex& mu, std::vector<doub
       const double c0 = process_cpu_seconds();
       if (!rs.empty()) pool.submit(k, std::move(rs), assignment.instances[k].batch_size);
       if (!pool.wait(timeout)) throw RuntimeFailure("bench skew: generation timed out");
-      v.instance_seconds.push_back(since(t0));
+      v.instance_seconds.push_back(core::seconds_since(t0));
       v.seconds = std::max(v.seconds, v.instance_seconds.back());
       v.cpu_seconds = std::max(v.cpu_seconds, process_cpu_seconds() - c0);
     }
@@ -125,7 +122,7 @@ VariantRun run_variant(sgs::InstancePool& pool, std::mutex& mu, std::vector<doub
     const auto t0 = Clock::now();
     pool.submit(requests, assignment);
     if (!pool.wait(timeout)) throw RuntimeFailure("bench skew: generation timed out");
-    v.seconds = since(t0);
+    v.seconds = core::seconds_since(t0);
   }
   for (int k = 0; k < pool.size(); ++k) v.instance_steps.push_back(pool.stats(k).steps - steps0[k]);
   std::lock_guard<std::mutex> lock(mu);
@@ -309,7 +306,7 @@ nlohmann::json run_skew_bench(const BenchOptions& options) {
   auto t0 = Clock::now();
   auto train_reqs = make_requests(*tok, tasks::Split::kTrain, 101, train_count);
   std::vector<double> train_lengths = rollout_lengths(lm, train_reqs);
-  const double rollout_s = since(t0);
+  const double rollout_s = core::seconds_since(t0);
   sgs::LengthWindow window(train_count);
   std::vector<sgs::LengthExample> fit_train, fit_eval;
   for (size_t i = 0; i < train_reqs.size(); ++i) {
@@ -331,7 +328,7 @@ nlohmann::json run_skew_bench(const BenchOptions& options) {
   for (const auto& r : requests) prompts.push_back(r.prompt_ids);
   t0 = Clock::now();
   std::vector<double> ranked = ranker.predict(prompts);
-  const double rank_s = since(t0);
+  const double rank_s = core::seconds_since(t0);
   for (size_t i = 0; i < requests.size(); ++i) requests[i].length_estimate = ranked[i];
 
   // 4. PTL(BS) of one instance (one core) for the Eq. 2 latency model.

@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "streamrl/core/clock.h"
 #include "streamrl/tokenizer/bpe_tokenizer.h"
 #include "streamrl/tokenizer/byte_level.h"
 #include "streamrl/tokenizer/pre_tokenizer.h"
@@ -31,10 +32,6 @@ constexpr const char* kLlama3Pattern =
 constexpr const char* kQwen2Pattern =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N})"
     R"(| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
 
 // ---------------------------------------------------------------------------------------------
 // Text
@@ -227,7 +224,7 @@ Json run_tokenizer_speed(const BenchOptions& options) {
   const Json llama3_pre = split_then_byte_level(kLlama3Pattern);
   auto pre = tok::parse_pre_tokenizer(llama3_pre, "benchmark");
   const TrainedBpe bpe = train_bpe(text.substr(0, text.size() / 4), *pre, kMerges);
-  const double train_s = seconds_since(start);
+  const double train_s = core::seconds_since(start);
 
   // 2. Encode the whole text with each layout, each with a fresh word cache.
   struct Variant {
@@ -245,13 +242,13 @@ Json run_tokenizer_speed(const BenchOptions& options) {
     tok::BpeTokenizer tokenizer(tokenizer_json(bpe, v.pre_tokenizer, v.normalizer), v.name);
     start = std::chrono::steady_clock::now();
     const std::vector<int32_t> ids = tokenizer.encode(text);
-    const double encode_s = seconds_since(start);
+    const double encode_s = core::seconds_since(start);
     start = std::chrono::steady_clock::now();
     const std::vector<int32_t> warm_ids = tokenizer.encode(text);
-    const double warm_s = seconds_since(start);
+    const double warm_s = core::seconds_since(start);
     start = std::chrono::steady_clock::now();
     const std::string decoded = tokenizer.decode(ids);
-    const double decode_s = seconds_since(start);
+    const double decode_s = core::seconds_since(start);
     result[v.name] = {{"encode_mb_per_s", mb / encode_s},
                       {"encode_warm_cache_mb_per_s", mb / warm_s},
                       {"decode_mb_per_s", mb / decode_s},

@@ -1,4 +1,4 @@
-# Dependency discovery: every dependency is a Debian package (DESIGN.md §3), nothing is downloaded.
+# Dependency discovery: every dependency is a Debian package, nothing is downloaded.
 find_package(Torch REQUIRED)
 # A CUDA libtorch registers its CUDA backend when libtorch_cuda.so loads, and nothing of ours
 # references it by symbol: keep a linker that defaults to --as-needed (Ubuntu's) from dropping it.

@@ -3,6 +3,9 @@
 // seed-sensitive distributions, which sampling tests want).
 #pragma once
 
+#include <gtest/gtest.h>
+
+#include <algorithm>
 #include <cstdint>
 
 #include "streamrl/model/model_config.h"
@@ -29,6 +32,19 @@ inline model::ModelConfig tiny_model_config(int64_t vocab_size, int64_t max_posi
 inline model::CausalLM tiny_model(uint64_t seed, int64_t vocab_size, int64_t max_positions,
                                   double initializer_range = 0.3) {
   return model::CausalLM(tiny_model_config(vocab_size, max_positions, initializer_range), seed);
+}
+
+// The largest difference between `lm`'s parameters and the same-named ones of `reference` (a
+// parameter `reference` lacks is a test failure).
+inline double max_param_diff(model::CausalLM& lm, model::CausalLM& reference) {
+  const auto ref = reference->named_parameters();
+  double m = 0;
+  for (const auto& p : lm->named_parameters()) {
+    const torch::Tensor* r = ref.find(p.key());
+    EXPECT_NE(r, nullptr) << p.key();
+    if (r) m = std::max(m, (p.value() - *r).abs().max().item<double>());
+  }
+  return m;
 }
 
 }  // namespace streamrl::testing_util

@@ -1,5 +1,5 @@
 // `streamrl launch --nproc N -- <streamrl args>`: a local multi-process run (trainer data
-// parallelism, DESIGN.md §9) with torchrun's environment variables; see dist/launcher.h.
+// parallelism) with torchrun's environment variables; see dist/launcher.h.
 #include <memory>
 
 #include "commands.h"

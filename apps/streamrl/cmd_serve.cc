@@ -1,4 +1,4 @@
-// `streamrl serve`: one SGS instance behind HTTP (DESIGN.md §9) until SIGINT or SIGTERM, then a
+// `streamrl serve`: one SGS instance behind HTTP until SIGINT or SIGTERM, then a
 // clean shutdown (in-flight requests end with 503 and their engine work is aborted).
 #include <pthread.h>
 #include <unistd.h>

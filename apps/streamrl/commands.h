@@ -1,4 +1,4 @@
-// Subcommands of the single `streamrl` binary (DESIGN.md §11). Each file `cmd_NAME.cc` registers
+// Subcommands of the single `streamrl` binary. Each file `cmd_NAME.cc` registers
 // one subcommand; main.cc runs whichever the user picked and maps exceptions to exit codes.
 #pragma once
 

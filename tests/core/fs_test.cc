@@ -4,6 +4,7 @@
 
 #include <filesystem>
 
+#include "run_binary.h"
 #include "streamrl/core/errors.h"
 
 namespace streamrl::core {
@@ -11,8 +12,7 @@ namespace {
 namespace fs = std::filesystem;
 
 TEST(Fs, AtomicWriteRoundTripsAndLeavesNoTemp) {
-  fs::path dir = fs::temp_directory_path() / "streamrl_fs_test";
-  fs::remove_all(dir);
+  fs::path dir = testing_util::fresh_temp_dir("fs_test");
   fs::path file = dir / "sub" / "x.bin";
   write_file_atomic(file, std::string("abc\0def", 7));
   EXPECT_EQ(read_file(file), std::string("abc\0def", 7));

@@ -15,6 +15,7 @@
 #include "streamrl/dist/backward_comm.h"
 #include "streamrl/model/model_config.h"
 #include "streamrl/model/transformer.h"
+#include "tiny_model.h"
 
 namespace streamrl::dist {
 namespace {
@@ -28,7 +29,7 @@ model::CausalLM tiny_moe(uint64_t seed) {
 }
 
 // 8 right-padded sequences of different lengths.
-std::pair<Tensor, Tensor> batch() {
+std::pair<Tensor, Tensor> moe_batch() {
   torch::manual_seed(11);
   Tensor tokens = torch::randint(3, 100, {8, 9}, torch::kLong);
   Tensor valid = torch::zeros({8, 9}, torch::kBool);
@@ -40,9 +41,9 @@ std::pair<Tensor, Tensor> batch() {
 // Two SGD steps on rows [begin, end); the summed loss is divided by the whole batch's token
 // count, so the ranks' gradients add up to one process's. With `comm`, the shared gradients are
 // all-reduced during backward, under fair sharing in the first step and Lina's rule in the second.
-void train_steps(model::CausalLM& lm, ProcessGroup* world, ExpertDataParallel* edp, int64_t begin,
-                 int64_t end, BackwardComm* comm = nullptr) {
-  auto [tokens, valid] = batch();
+void train_moe_steps(model::CausalLM& lm, ProcessGroup* world, ExpertDataParallel* edp,
+                     int64_t begin, int64_t end, BackwardComm* comm = nullptr) {
+  auto [tokens, valid] = moe_batch();
   tokens = tokens.narrow(0, begin, end - begin);
   valid = valid.narrow(0, begin, end - begin);
   torch::optim::SGD opt(lm->parameters(), torch::optim::SGDOptions(0.5).momentum(0.9));
@@ -61,18 +62,6 @@ void train_steps(model::CausalLM& lm, ProcessGroup* world, ExpertDataParallel* e
     if (edp) edp->all_reduce_gradients(lm->named_parameters(), /*chunk_bytes=*/4096, !comm);
     opt.step();
   }
-}
-
-// The largest difference between `lm`'s parameters and the same-named ones of `reference`.
-double max_abs_diff(model::CausalLM& lm, model::CausalLM& reference) {
-  const auto ref = reference->named_parameters();
-  double m = 0;
-  for (const auto& p : lm->named_parameters()) {
-    const Tensor* r = ref.find(p.key());
-    EXPECT_NE(r, nullptr) << p.key();
-    if (r) m = std::max(m, (p.value() - *r).abs().max().item<double>());
-  }
-  return m;
 }
 
 int expert_parameters(model::CausalLM& lm) {
@@ -99,7 +88,7 @@ void expect_matches_single_process(bool scheduled) {
             nullptr);
 
   {  // The sharded forward equals the whole model's on this rank's rows.
-    auto [tokens, valid] = batch();
+    auto [tokens, valid] = moe_batch();
     tokens = tokens.narrow(0, begin, end - begin);
     valid = valid.narrow(0, begin, end - begin);
     torch::NoGradGuard no_grad;
@@ -116,11 +105,11 @@ void expect_matches_single_process(bool scheduled) {
     comm = edp.backward_comm(ep->named_parameters(), {ep::Policy::kPartitioned, 4096, 512},
                              std::chrono::seconds(30));
   }
-  train_steps(ep, &world, &edp, begin, end, comm.get());
+  train_moe_steps(ep, &world, &edp, begin, end, comm.get());
   model::CausalLM start = tiny_moe(100);
-  train_steps(single, nullptr, nullptr, 0, 8);
-  const double diff = max_abs_diff(ep, single);
-  const double moved = max_abs_diff(ep, start);
+  train_moe_steps(single, nullptr, nullptr, 0, 8);
+  const double diff = testing_util::max_param_diff(ep, single);
+  const double moved = testing_util::max_param_diff(ep, start);
   std::printf("%sdp%d x ep%d vs one process: max |diff| = %.3g; update size %.3g\n",
               scheduled ? "scheduled " : "", layout.dp(), layout.ep, diff, moved);
   EXPECT_LT(diff, 1e-5);

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "run_binary.h"
 #include "streamrl/core/errors.h"
 
 namespace streamrl::dist {
@@ -20,8 +21,7 @@ std::string read_all(const fs::path& p) {
 }
 
 TEST(Launcher, SetsTheEnvironmentAndWritesBothStreamsToTheLogFile) {
-  const fs::path log = fs::temp_directory_path() / "streamrl_launcher_test.log";
-  fs::remove(log);
+  const fs::path log = fs::path(testing_util::fresh_temp_dir("launcher_test")) / "launch.log";
   LaunchOptions o;
   o.nproc = 2;
   o.program = "/bin/sh";

@@ -18,18 +18,16 @@
 #include <thread>
 
 #include "launch_fixtures.h"
+#include "streamrl/core/clock.h"
 #include "streamrl/core/errors.h"
 #include "streamrl/dist/launcher.h"
 #include "streamrl/model/transformer.h"
+#include "tiny_model.h"
 
 namespace streamrl::dist {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
+using core::Clock;
 
 model::CausalLM tiny_model(uint64_t seed) {
   model::ModelConfig c;
@@ -76,15 +74,6 @@ void train_steps(model::CausalLM& lm, ProcessGroup* group, int64_t begin, int64_
   }
 }
 
-double max_abs_diff(model::CausalLM& a, model::CausalLM& b) {
-  double m = 0;
-  auto pa = a->parameters(), pb = b->parameters();
-  for (size_t i = 0; i < pa.size(); ++i) {
-    m = std::max(m, (pa[i] - pb[i]).abs().max().item<double>());
-  }
-  return m;
-}
-
 TEST(DpWorker, DataParallelStepMatchesSingleProcess) {
   REQUIRE_WORKER();
   torch::set_num_threads(1);
@@ -99,7 +88,7 @@ TEST(DpWorker, DataParallelStepMatchesSingleProcess) {
     group.broadcast_from_rank0(params);
   }
   model::CausalLM start = tiny_model(100);
-  EXPECT_EQ(max_abs_diff(dp, start), 0.0);
+  EXPECT_EQ(testing_util::max_param_diff(dp, start), 0.0);
 
   train_steps(dp, &group, 2 * rank, 2 * rank + 2);
 
@@ -108,9 +97,9 @@ TEST(DpWorker, DataParallelStepMatchesSingleProcess) {
   model::CausalLM local_only = tiny_model(100);
   train_steps(local_only, nullptr, 2 * rank, 2 * rank + 2);
 
-  const double diff = max_abs_diff(dp, single);
-  const double moved = max_abs_diff(single, start);
-  const double without_sync = max_abs_diff(local_only, single);
+  const double diff = testing_util::max_param_diff(dp, single);
+  const double moved = testing_util::max_param_diff(single, start);
+  const double without_sync = testing_util::max_param_diff(local_only, single);
   std::printf("dp2 vs dp1: max |diff| = %.3g; update size %.3g; without all-reduce %.3g\n", diff,
               moved, without_sync);
   EXPECT_LT(diff, 1e-5);
@@ -120,8 +109,9 @@ TEST(DpWorker, DataParallelStepMatchesSingleProcess) {
   // Uneven split: rank 0 trains on the whole batch, rank 1 on nothing (no gradients at all).
   model::CausalLM uneven = tiny_model(100);
   train_steps(uneven, &group, 0, rank == 0 ? 4 : 0);
-  std::printf("uneven split vs dp1: max |diff| = %.3g\n", max_abs_diff(uneven, single));
-  EXPECT_LT(max_abs_diff(uneven, single), 1e-5);
+  std::printf("uneven split vs dp1: max |diff| = %.3g\n",
+              testing_util::max_param_diff(uneven, single));
+  EXPECT_LT(testing_util::max_param_diff(uneven, single), 1e-5);
   group.barrier();
 }
 
@@ -173,10 +163,10 @@ TEST(DpWorker, DeadPeerIsAnErrorNotAHang) {
     group.all_reduce_sum(t);
     ADD_FAILURE() << "all_reduce with a dead peer returned";
   } catch (const RuntimeFailure& e) {
-    std::printf("dead peer error after %.2f s: %s\n", seconds_since(start), e.what());
+    std::printf("dead peer error after %.2f s: %s\n", core::seconds_since(start), e.what());
     EXPECT_NE(std::string(e.what()).find("all_reduce failed"), std::string::npos);
   }
-  EXPECT_LT(seconds_since(start), 8.0);
+  EXPECT_LT(core::seconds_since(start), 8.0);
 }
 
 TEST(DpWorker, SilentPeerTimesOut) {
@@ -190,8 +180,8 @@ TEST(DpWorker, SilentPeerTimesOut) {
   const auto start = Clock::now();
   std::vector<double> v = {1.0};
   EXPECT_THROW(group.all_reduce_sum(v), TimeoutError);
-  std::printf("silent peer timeout after %.2f s\n", seconds_since(start));
-  EXPECT_LT(seconds_since(start), 6.0);
+  std::printf("silent peer timeout after %.2f s\n", core::seconds_since(start));
+  EXPECT_LT(core::seconds_since(start), 6.0);
   std::fflush(stdout);
   _exit(3);  // a failing rank: the launcher must stop the silent one
 }
@@ -222,7 +212,7 @@ TEST(Launch, DeadPeerGivesAClearErrorWithinTheTimeout) {
   auto r = launch_workers("DpWorker.DeadPeerIsAnErrorNotAHang");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("[rank 0] dead peer error after"), std::string::npos) << r.output;
-  EXPECT_LT(seconds_since(start), 30.0);
+  EXPECT_LT(core::seconds_since(start), 30.0);
 }
 
 TEST(Launch, FailingRankStopsTheOthers) {
@@ -232,7 +222,7 @@ TEST(Launch, FailingRankStopsTheOthers) {
   EXPECT_NE(r.output.find("[rank 0] silent peer timeout after"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("rank 0 exited with code 3; stopping the other ranks"), std::string::npos)
       << r.output;
-  EXPECT_LT(seconds_since(start), 30.0);  // rank 1 would sleep 60 s
+  EXPECT_LT(core::seconds_since(start), 30.0);  // rank 1 would sleep 60 s
 }
 
 TEST(Launch, SetsTorchrunEnvironmentAndPrefixesOutput) {
@@ -256,7 +246,7 @@ TEST(Launch, TimeoutAndBadUsage) {
       {"launch", "--nproc", "2", "--timeout", "1", "--program", "/bin/sh", "--", "-c", "sleep 30"});
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("timed out after 1 s"), std::string::npos) << r.output;
-  EXPECT_LT(seconds_since(start), 15.0);
+  EXPECT_LT(core::seconds_since(start), 15.0);
 
   r = testing_util::run_streamrl(
       {"launch", "--nproc", "2", "--program", "/nonexistent", "--", "x"});
@@ -278,7 +268,7 @@ TEST(Launch, StopSignalIsForwardedToTheRanks) {
   kill(pid, SIGTERM);
   int status = 0;
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  EXPECT_LT(seconds_since(start), 10.0);  // the ranks' sleep ended with them
+  EXPECT_LT(core::seconds_since(start), 10.0);  // the ranks' sleep ended with them
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM);
 }
@@ -303,11 +293,11 @@ TEST(ProcessGroup, MissingPeerTimesOutAtRendezvous) {
     ProcessGroup group(o);
     ADD_FAILURE() << "rendezvous without the peer succeeded";
   } catch (const RuntimeFailure& e) {
-    std::printf("missing peer after %.2f s: %s\n", seconds_since(start), e.what());
+    std::printf("missing peer after %.2f s: %s\n", core::seconds_since(start), e.what());
     EXPECT_NE(std::string(e.what()).find("rendezvous at 127.0.0.1:"), std::string::npos)
         << e.what();
   }
-  EXPECT_LT(seconds_since(start), 10.0);
+  EXPECT_LT(core::seconds_since(start), 10.0);
 }
 
 TEST(ProcessGroup, OptionsFromEnvironment) {

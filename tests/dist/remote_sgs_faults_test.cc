@@ -7,6 +7,7 @@
 #include <future>
 
 #include "sgs_fixtures.h"
+#include "streamrl/core/clock.h"
 #include "streamrl/core/config.h"
 #include "streamrl/core/errors.h"
 
@@ -15,10 +16,6 @@ namespace {
 
 using namespace std::chrono_literals;
 using namespace sgs_testing;  // NOLINT: the shared fixtures of sgs_fixtures.h
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 TEST(RemoteSgsRuns, ANewRunTakesTheInstancesOverAndTheOldOneIsRefused) {
   Instance inst(1);
@@ -67,7 +64,7 @@ TEST(RemoteSgsDefaults, AFrozenInstanceIsNoticedWithinTenSeconds) {
   // The frozen instance's share comes back from the live one once it is noticed.
   ASSERT_TRUE(inbox.wait_for(8, 12s)) << inbox.size() << " of 8 samples";
   std::printf("frozen instance noticed, its requests re-dispatched in %.2f s\n",
-              seconds_since(start));
+              core::seconds_since(start));
   expect_complete_groups(inbox.samples, n_of);
   EXPECT_EQ(pool.live_urls(), std::vector<std::string>{live.url});
 }
@@ -81,7 +78,8 @@ TEST(RemoteSgsDefaults, AWeightPushToAFrozenInstanceGivesUpWithinTenSeconds) {
                          [&] { pool.update_weights(1, tiny_model(2)->named_weights()); });
   ASSERT_EQ(push.wait_for(20s), std::future_status::ready) << "the weight push still waits";
   push.get();  // the live instance installed it
-  std::printf("weight push to a frozen instance gave up after %.2f s\n", seconds_since(start));
+  std::printf("weight push to a frozen instance gave up after %.2f s\n",
+              core::seconds_since(start));
   EXPECT_EQ(live.server_version(), 1);
   EXPECT_EQ(pool.live_urls(), std::vector<std::string>{live.url});
 }

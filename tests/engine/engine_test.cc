@@ -1,7 +1,7 @@
 // Continuous-batching engine: admission order, prefix sharing, streaming order, weight swaps and
 // log-prob agreement with the training path. Uses a tiny random model: behaviour, not quality.
 #include "streamrl/engine/engine.h"
-#include "../tiny_model.h"
+#include "engine_model.h"
 
 #include <gtest/gtest.h>
 
@@ -13,8 +13,6 @@
 
 namespace streamrl::engine {
 namespace {
-
-model::CausalLM tiny_model(uint64_t seed = 11) { return testing_util::tiny_model(seed, 23, 128); }
 
 // A request whose samples are exactly `len` tokens long (no stop token).
 Request fixed_length(int64_t id, int len, std::vector<Sample>* sink, double estimate = 0) {
@@ -37,7 +35,7 @@ std::vector<int64_t> ids_in_order(const std::vector<Sample>& samples) {
 TEST(Engine, StreamsSamplesInCompletionOrder) {
   EngineConfig cfg;
   cfg.max_batch_size = 8;
-  Engine engine(tiny_model(), cfg);
+  Engine engine(engine_model(), cfg);
   std::vector<Sample> out;
   engine.add_request(fixed_length(0, 20, &out));
   engine.add_request(fixed_length(1, 5, &out));
@@ -51,7 +49,7 @@ TEST(Engine, StreamsSamplesInCompletionOrder) {
 TEST(Engine, ContinuousBatchingAdmitsAsSlotsFree) {
   EngineConfig cfg;
   cfg.max_batch_size = 2;
-  Engine engine(tiny_model(), cfg);
+  Engine engine(engine_model(), cfg);
   std::vector<Sample> out;
   engine.add_request(fixed_length(0, 30, &out));
   for (int i = 1; i <= 4; ++i) engine.add_request(fixed_length(i, 4, &out));
@@ -67,7 +65,7 @@ TEST(Engine, AdmissionOrderFifoVersusLongestFirst) {
     EngineConfig cfg;
     cfg.max_batch_size = 1;  // one at a time: completion order is admission order
     cfg.admission = policy;
-    Engine engine(tiny_model(), cfg);
+    Engine engine(engine_model(), cfg);
     std::vector<Sample> out;
     engine.add_request(fixed_length(0, 3, &out, 3));
     engine.add_request(fixed_length(1, 9, &out, 9));
@@ -87,7 +85,7 @@ TEST(Engine, PrefixSharingGivesTheSameTokensAsNoSharing) {
     EngineConfig cfg;
     cfg.max_batch_size = 8;
     cfg.prefix_sharing = sharing == 1;
-    Engine engine(tiny_model(), cfg);
+    Engine engine(engine_model(), cfg);
     for (int id = 0; id < 2; ++id) {
       Request r = fixed_length(id, 10, &results[sharing]);
       r.n = 4;
@@ -111,7 +109,7 @@ TEST(Engine, PrefixSharingGivesTheSameTokensAsNoSharing) {
 }
 
 TEST(Engine, MatchesStaticBatchingAndTrainingLogprobs) {
-  auto lm = tiny_model();
+  auto lm = engine_model();
   EngineConfig cfg;
   cfg.max_batch_size = 3;  // forces admission across several steps
   Engine engine(lm, cfg);
@@ -140,12 +138,12 @@ TEST(Engine, MatchesStaticBatchingAndTrainingLogprobs) {
 }
 
 TEST(Engine, WeightSwapBetweenStepsIsTagged) {
-  Engine engine(tiny_model(1), EngineConfig{}, /*weight_version=*/3);
+  Engine engine(engine_model(1), EngineConfig{}, /*weight_version=*/3);
   std::vector<Sample> out;
   engine.add_request(fixed_length(0, 4, &out));
   engine.run_until_idle();
   std::map<std::string, torch::Tensor> w;
-  for (auto& [n, t] : tiny_model(2)->named_weights()) w[n] = t.detach().clone();
+  for (auto& [n, t] : engine_model(2)->named_weights()) w[n] = t.detach().clone();
   engine.update_weights(4, w);
   engine.add_request(fixed_length(1, 4, &out));
   engine.run_until_idle();
@@ -163,7 +161,7 @@ TEST(Engine, RejectsRequestsThatCanNeverFit) {
   EngineConfig cfg;
   cfg.max_batch_size = 2;
   cfg.max_seq_len = 16;
-  Engine engine(tiny_model(), cfg);
+  Engine engine(engine_model(), cfg);
   std::vector<Sample> out;
   Request big = fixed_length(0, 20, &out);
   EXPECT_THROW(engine.add_request(big), InputError);
@@ -179,7 +177,7 @@ TEST(Engine, RejectsRequestsThatCanNeverFit) {
 TEST(Engine, AbortReportsUnfinishedSamples) {
   EngineConfig cfg;
   cfg.max_batch_size = 1;
-  Engine engine(tiny_model(), cfg);
+  Engine engine(engine_model(), cfg);
   std::vector<Sample> out;
   engine.add_request(fixed_length(0, 50, &out));
   engine.add_request(fixed_length(1, 50, &out));
@@ -192,7 +190,7 @@ TEST(Engine, AbortReportsUnfinishedSamples) {
 }
 
 TEST(EngineThread, StreamsFromABackgroundThread) {
-  Engine engine(tiny_model(), EngineConfig{});
+  Engine engine(engine_model(), EngineConfig{});
   std::mutex mu;
   std::vector<int64_t> got;
   {

@@ -2,7 +2,7 @@
 // (a trainer's pool) or aborts what the engine held, reloads the last installed weights and
 // serves on (a server).
 #include "streamrl/engine/engine_thread.h"
-#include "../tiny_model.h"
+#include "engine_model.h"
 
 #include <gtest/gtest.h>
 
@@ -16,8 +16,6 @@ namespace streamrl::engine {
 namespace {
 
 using namespace std::chrono_literals;
-
-model::CausalLM tiny_model(uint64_t seed) { return testing_util::tiny_model(seed, 23, 128); }
 
 // Thread-safe sample collector.
 struct Inbox {
@@ -64,9 +62,9 @@ std::map<std::string, torch::Tensor> weights_of(model::CausalLM& m) {
 TEST(EngineThread, RecoversFromAFailedStepWithTheLastGoodWeights) {
   EngineConfig cfg;
   cfg.max_batch_size = 8;
-  Engine engine(tiny_model(1), cfg);
+  Engine engine(engine_model(1), cfg);
   EngineThread thread(engine, {}, OnEngineFailure::kRecover);
-  model::CausalLM v1 = tiny_model(2);
+  model::CausalLM v1 = engine_model(2);
   engine.update_weights(1, weights_of(v1));
   Inbox before;
   engine.add_request(greedy(1, 6, &before));
@@ -101,7 +99,7 @@ TEST(EngineThread, RecoversFromAFailedStepWithTheLastGoodWeights) {
 }
 
 TEST(EngineThread, StopModeEndsTheLoopWithTheError) {
-  Engine engine(tiny_model(1), EngineConfig{});
+  Engine engine(engine_model(1), EngineConfig{});
   EngineThread thread(engine);
   engine.add_request(poisoned(1));
   const auto give_up = std::chrono::steady_clock::now() + 30s;

@@ -3,17 +3,15 @@
 // conversation as a new prompt.
 #include <gtest/gtest.h>
 
-#include "../tiny_model.h"
+#include "engine_model.h"
 #include "streamrl/core/errors.h"
 #include "streamrl/engine/engine.h"
 
 namespace streamrl::engine {
 namespace {
 
-model::CausalLM tiny_model() { return testing_util::tiny_model(11, 23, 128); }
-
-Request greedy(int64_t id, std::vector<int32_t> prompt, int max_new, std::vector<Sample>* sink,
-               bool hold) {
+Request greedy_turn(int64_t id, std::vector<int32_t> prompt, int max_new, std::vector<Sample>* sink,
+                    bool hold) {
   Request r;
   r.request_id = id;
   r.prompt_ids = std::move(prompt);
@@ -32,11 +30,11 @@ std::vector<int32_t> tail(const std::vector<int32_t>& v, size_t n) {
 TEST(MultiTurn, KvReuseMatchesReprefillingTheConversation) {
   EngineConfig cfg;
   cfg.max_batch_size = 4;
-  Engine engine(tiny_model(), cfg);
+  Engine engine(engine_model(), cfg);
   std::vector<Sample> out, other;
   const std::vector<int32_t> prompt = {1, 5, 7, 3};
-  engine.add_request(greedy(0, prompt, 6, &out, /*hold=*/true));
-  engine.add_request(greedy(1, {1, 9}, 30, &other, false));  // shares the batch throughout
+  engine.add_request(greedy_turn(0, prompt, 6, &out, /*hold=*/true));
+  engine.add_request(greedy_turn(1, {1, 9}, 30, &other, false));  // shares the batch throughout
   engine.run_until_idle();
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(engine.held_samples(), 1);
@@ -44,7 +42,7 @@ TEST(MultiTurn, KvReuseMatchesReprefillingTheConversation) {
   const std::vector<int> turn_tokens = {5, 4};
   for (size_t turn = 0; turn < appended.size(); ++turn) {
     const Sample before = out.back();
-    engine.add_request(greedy(10 + turn, {1, 2}, 12, &other, false));
+    engine.add_request(greedy_turn(10 + turn, {1, 2}, 12, &other, false));
     engine.continue_sample({0, 0, appended[turn], turn_tokens[turn]});
     engine.run_until_idle();
     ASSERT_EQ(out.size(), turn + 2);
@@ -67,12 +65,12 @@ TEST(MultiTurn, KvReuseMatchesReprefillingTheConversation) {
     }
 
     // The reference: a fresh engine prefills the whole conversation so far as the prompt.
-    Engine fresh(tiny_model(), cfg);
+    Engine fresh(engine_model(), cfg);
     std::vector<Sample> ref;
     std::vector<int32_t> conversation = prompt;
     conversation.insert(conversation.end(), before.output_ids.begin(), before.output_ids.end());
     conversation.insert(conversation.end(), appended[turn].begin(), appended[turn].end());
-    fresh.add_request(greedy(0, conversation, turn_tokens[turn], &ref, false));
+    fresh.add_request(greedy_turn(0, conversation, turn_tokens[turn], &ref, false));
     fresh.run_until_idle();
     ASSERT_EQ(ref.size(), 1u);
     const size_t n = static_cast<size_t>(turn_tokens[turn]);
@@ -95,11 +93,11 @@ TEST(MultiTurn, HeldSampleKeepsItsSlotUntilReleased) {
   EngineConfig cfg;
   cfg.max_batch_size = 1;
   cfg.max_seq_len = 32;
-  Engine engine(tiny_model(), cfg);
+  Engine engine(engine_model(), cfg);
   std::vector<Sample> held, next;
-  engine.add_request(greedy(0, {1, 5}, 4, &held, true));
+  engine.add_request(greedy_turn(0, {1, 5}, 4, &held, true));
   engine.run_until_idle();
-  engine.add_request(greedy(1, {1, 6}, 4, &next, false));
+  engine.add_request(greedy_turn(1, {1, 6}, 4, &next, false));
   engine.run_until_idle();
   EXPECT_TRUE(next.empty());
   EXPECT_EQ(engine.stats().waiting_requests, 1);
@@ -120,9 +118,9 @@ TEST(MultiTurn, HeldSampleKeepsItsSlotUntilReleased) {
 TEST(MultiTurn, AbortReleasesHeldSamples) {
   EngineConfig cfg;
   cfg.max_batch_size = 2;
-  Engine engine(tiny_model(), cfg);
+  Engine engine(engine_model(), cfg);
   std::vector<Sample> out;
-  Request r = greedy(0, {1, 5}, 3, &out, true);
+  Request r = greedy_turn(0, {1, 5}, 3, &out, true);
   r.n = 2;
   engine.add_request(std::move(r));
   engine.run_until_idle();
@@ -133,7 +131,7 @@ TEST(MultiTurn, AbortReleasesHeldSamples) {
   EXPECT_EQ(engine.held_samples(), 0);
   EXPECT_EQ(out.size(), 2u);  // the continuation never ran
   std::vector<Sample> more;
-  Request again = greedy(1, {1, 6}, 3, &more, false);
+  Request again = greedy_turn(1, {1, 6}, 3, &more, false);
   again.n = 2;
   engine.add_request(std::move(again));
   engine.run_until_idle();

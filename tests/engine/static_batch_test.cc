@@ -1,12 +1,10 @@
 #include "streamrl/engine/static_batch.h"
-#include "../tiny_model.h"
+#include "engine_model.h"
 
 #include <gtest/gtest.h>
 
 namespace streamrl::engine {
 namespace {
-
-model::CausalLM tiny_model() { return testing_util::tiny_model(11, 23, 64); }
 
 GenerateRequest request(int64_t id, std::vector<int32_t> prompt, int n, uint64_t seed) {
   GenerateRequest r;
@@ -20,7 +18,7 @@ GenerateRequest request(int64_t id, std::vector<int32_t> prompt, int n, uint64_t
 }
 
 TEST(StaticBatch, SameSeedSameTokensAtAnyBatchComposition) {
-  auto lm = tiny_model();
+  auto lm = engine_model(11, 64);
   auto a = generate_static(lm, {request(0, {5, 6, 7}, 3, 42), request(1, {9, 1}, 2, 42)});
   auto b = generate_static(lm, {request(1, {9, 1}, 2, 42)});
   auto c = generate_static(lm, {request(0, {5, 6, 7}, 3, 42), request(1, {9, 1}, 2, 42)});
@@ -35,7 +33,7 @@ TEST(StaticBatch, SameSeedSameTokensAtAnyBatchComposition) {
 }
 
 TEST(StaticBatch, LogprobsMatchTrainingPath) {
-  auto lm = tiny_model();
+  auto lm = engine_model(11, 64);
   auto samples = generate_static(lm, {request(0, {3, 4, 5, 6}, 2, 1), request(1, {7}, 1, 1)});
   for (const auto& s : samples) {
     std::vector<int64_t> ids(s.prompt_ids.begin(), s.prompt_ids.end());
@@ -50,7 +48,7 @@ TEST(StaticBatch, LogprobsMatchTrainingPath) {
 }
 
 TEST(StaticBatch, StopsAtStopTokenOrLength) {
-  auto lm = tiny_model();
+  auto lm = engine_model(11, 64);
   GenerateRequest r = request(0, {1, 2, 3}, 8, 5);
   r.params.max_new_tokens = 4;
   for (const auto& s : generate_static(lm, {r})) {

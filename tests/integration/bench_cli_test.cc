@@ -1,6 +1,6 @@
 // The RL benchmarks end to end in quick mode on a tiny random checkpoint: each finishes and its
 // last line is the JSON object with the keys the notes quote. The figures themselves are for
-// `bench`, not for tests (DESIGN.md §12).
+// `bench`, not for tests.
 #include <gtest/gtest.h>
 
 #include <filesystem>

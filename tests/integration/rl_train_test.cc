@@ -168,7 +168,7 @@ double max_abs_difference(const fs::path& a, const fs::path& b) {
   return worst;
 }
 
-// DESIGN.md §1: `stream` (eager micro-batches in arrival order) gives the same update as
+// `stream` (eager micro-batches in arrival order) gives the same update as
 // `disagg` (the full batch, packed longest first) and as `colocate` for the same samples. Adam's
 // first step is lr * g / (|g| + eps): with the default eps a gradient component that cancels to
 // ~0 can flip sign under float re-association, so the comparison uses eps = 1 (an update close
@@ -234,7 +234,7 @@ TEST_F(RlTrain, DynamicSamplingKeepsTheSameUpdateInEveryMode) {
   EXPECT_LT(max_abs_difference(disagg, runs / "dyn_colocate/final/model.safetensors"), 1e-6);
 }
 
-// DESIGN.md §9: trainer data parallelism. Two ranks under `streamrl launch`, each generating and
+// trainer data parallelism. Two ranks under `streamrl launch`, each generating and
 // training half of the prompts with the gradients and the global count summed, take the step one
 // process takes on all of them (same tolerance setup as above).
 TEST_F(RlTrain, TwoTrainerRanksGiveTheSameParametersAsOne) {
@@ -380,7 +380,7 @@ TEST_F(RlTrain, StreamWithTwoInstancesAndTheOnlineRanker) {
   EXPECT_GE(with_ranker, 2);
 }
 
-// DESIGN.md §9: with sgs.urls a `streamrl serve` process generates; each iteration's weights are
+// with sgs.urls a `streamrl serve` process generates; each iteration's weights are
 // pushed to it over HTTP before the next prompts, so iteration k trains on samples of version k.
 TEST_F(RlTrain, StreamWithARemoteServeInstance) {
   testing_util::ServeProcess serve(dir_ + "/runs/sft/final");

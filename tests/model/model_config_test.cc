@@ -9,6 +9,8 @@
 #include <functional>
 #include <string>
 
+#include "input_error.h"
+#include "run_binary.h"
 #include "streamrl/core/errors.h"
 #include "streamrl/core/fs.h"
 
@@ -87,16 +89,7 @@ json tiny() {
           {"num_key_value_heads", 2}};
 }
 
-// The InputError message of `fn`, or a test failure when it throws nothing.
-std::string input_error(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an InputError";
-  return "";
-}
+using testing_util::input_error;
 
 std::string parse_error(const json& j) {
   return input_error([&] { parse_model_config(j, "cfg.json"); });
@@ -325,8 +318,7 @@ TEST(ModelConfig, ValidateChecksBiasFlagsPerModelType) {
 }
 
 TEST(ModelConfig, LoadsFromFile) {
-  fs::path dir = fs::temp_directory_path() / "streamrl_model_config_test";
-  fs::remove_all(dir);
+  fs::path dir = testing_util::fresh_temp_dir("model_config_test");
   core::write_file_atomic(dir / "config.json", kLlama32Config);
   EXPECT_EQ(load_model_config(dir / "config.json").hidden_size, 2048);
 

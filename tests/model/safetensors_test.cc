@@ -10,6 +10,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "input_error.h"
+#include "run_binary.h"
 #include "streamrl/core/errors.h"
 #include "streamrl/core/fs.h"
 
@@ -21,11 +23,9 @@ namespace fs = std::filesystem;
 class SafetensorsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("streamrl_safetensors_" +
-            std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    dir_ = testing_util::fresh_temp_dir(
+        "safetensors_" +
+        std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
   }
   void TearDown() override { fs::remove_all(dir_); }
 
@@ -43,16 +43,7 @@ class SafetensorsTest : public ::testing::Test {
   fs::path dir_;
 };
 
-// The InputError message of `fn`, or a test failure when it throws nothing.
-std::string input_error(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an InputError";
-  return "";
-}
+using testing_util::input_error;
 
 void expect_same(const TensorMap& expected, const TensorMap& actual) {
   ASSERT_EQ(expected.size(), actual.size());

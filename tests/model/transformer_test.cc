@@ -1,4 +1,4 @@
-// The two execution paths of the transformer must agree (DESIGN.md §4): per-token log-probs from
+// The two execution paths of the transformer must agree: per-token log-probs from
 // the training path equal those from prefill + cached decode, to 1e-4 in fp32.
 #include "streamrl/model/transformer.h"
 

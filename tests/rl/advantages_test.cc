@@ -1,6 +1,7 @@
 // GRPO / Dr.GRPO / RLOO advantages against hand-computed values, and the §1.3 edge cases
 // (zero variance, singletons, NaN rewards) in every mode.
 #include "streamrl/rl/advantages.h"
+#include "tensor_expect.h"
 
 #include <gtest/gtest.h>
 
@@ -9,8 +10,6 @@
 
 namespace streamrl::rl {
 namespace {
-
-constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
 
 AdvantageOptions options(bool norm_by_std, bool leave_one_out, double epsilon = 1e-6) {
   AdvantageOptions o;

@@ -8,11 +8,10 @@
 #include "streamrl/core/errors.h"
 #include "streamrl/rl/policy_loss.h"
 #include "streamrl/rl/rl_config.h"
+#include "tensor_expect.h"
 
 namespace streamrl::rl {
 namespace {
-
-const torch::TensorOptions kF64 = torch::TensorOptions().dtype(torch::kDouble);
 
 TEST(SequenceRatio, ValueIsTheGeometricMeanAndGradientIsStraightThrough) {
   // Row 0: log-ratios 0.1, -0.3 and a masked 5.0; row 1: 0.02, 0.04, 0.06.

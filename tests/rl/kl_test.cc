@@ -1,6 +1,7 @@
 // KL estimators: hand values, clamps, per-token gradients (autograd vs finite differences) and the
 // gradient direction on an exact categorical policy (spec §3.1, §7 "KL gradient direction").
 #include "streamrl/rl/kl.h"
+#include "tensor_expect.h"
 
 #include <gtest/gtest.h>
 
@@ -9,8 +10,6 @@
 
 namespace streamrl::rl {
 namespace {
-
-const torch::TensorOptions kF64 = torch::TensorOptions().dtype(torch::kDouble);
 
 // d = logp - ref_logp for each column.
 const std::vector<double> kD = {-1.0, 0.0, 0.5, 2.0};
@@ -25,13 +24,6 @@ torch::Tensor autograd_grad(KlEstimator e, const std::vector<double>& d) {
   torch::Tensor logp = torch::tensor(d, kF64).reshape({1, -1}).requires_grad_(true);
   kl_penalty(logp, torch::zeros_like(logp), e).sum().backward();
   return logp.grad().reshape({-1});
-}
-
-void expect_all_near(const torch::Tensor& got, const std::vector<double>& want, double tol) {
-  ASSERT_EQ(got.numel(), static_cast<int64_t>(want.size()));
-  for (size_t i = 0; i < want.size(); ++i) {
-    EXPECT_NEAR(got[i].item<double>(), want[i], tol) << "index " << i;
-  }
 }
 
 TEST(Kl, HandValues) {

@@ -1,6 +1,7 @@
 // Loss aggregation modes with a global denominator: hand values, masks, and the split invariance
 // of value and gradients (spec §4, §7 invariant 6).
 #include "streamrl/rl/loss_aggregation.h"
+#include "tensor_expect.h"
 
 #include <gtest/gtest.h>
 
@@ -10,9 +11,6 @@ namespace streamrl::rl {
 namespace {
 
 using torch::indexing::Slice;
-
-const torch::TensorOptions kF64 = torch::TensorOptions().dtype(torch::kDouble);
-constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
 
 TEST(LossAggregation, HandValuesPerMode) {
   // Rows {1, 2, 3} and {4, 5, pad}; the padding holds NaN and must not leak.

@@ -7,13 +7,12 @@
 #include <cmath>
 
 #include "streamrl/rl/kl.h"
+#include "tensor_expect.h"
 
 namespace streamrl::rl {
 namespace {
 
 using torch::indexing::Slice;
-
-const torch::TensorOptions kF64 = torch::TensorOptions().dtype(torch::kDouble);
 
 // One row of tokens with ratios `ratios` (logp = log rho, old_logp = 0), all in the mask.
 struct Row {
@@ -22,14 +21,6 @@ struct Row {
 Row row_with_ratios(const std::vector<double>& ratios) {
   torch::Tensor logp = torch::tensor(ratios, kF64).log().reshape({1, -1}).requires_grad_(true);
   return {logp, torch::zeros_like(logp.detach()), torch::ones({1, logp.size(1)}, torch::kBool)};
-}
-
-void expect_all_near(const torch::Tensor& got, const std::vector<double>& want, double tol) {
-  const torch::Tensor flat = got.reshape({-1});
-  ASSERT_EQ(flat.numel(), static_cast<int64_t>(want.size()));
-  for (size_t i = 0; i < want.size(); ++i) {
-    EXPECT_NEAR(flat[i].item<double>(), want[i], tol) << "index " << i;
-  }
 }
 
 // Loss, clipped and dual-clipped flags, and dL/dlogp of ppo_clip_loss on one row.

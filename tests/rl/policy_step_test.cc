@@ -1,5 +1,5 @@
 // PolicyStep: the update does not depend on how samples were split into micro-batches or when
-// they arrived (DESIGN.md §1: stream gives the same update as disagg).
+// they arrived (stream gives the same update as disagg).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 

@@ -150,7 +150,7 @@ TEST_F(PromptEncoderTest, PlainDatasetsNeedNoTemplate) {
   EXPECT_EQ(enc.target_ids(task.problem(0)), (std::vector<int32_t>{'2', kEndOfText}));
 }
 
-std::string error_of(const std::function<void()>& f) {
+std::string encoder_error(const std::function<void()>& f) {
   try {
     f();
   } catch (const InputError& e) {
@@ -165,15 +165,15 @@ TEST_F(PromptEncoderTest, ChatRecordWithoutTemplateIsOneLineErrorNamingTheRecord
   const std::string where =
       data.string() + ":2: a chat \"messages\" record needs the model's chat template, but ";
   auto tok = write_tokenizer(nullptr);
-  EXPECT_EQ(error_of([&] { PromptEncoder::for_task(*tok, ckpt(), task); }),
+  EXPECT_EQ(encoder_error([&] { PromptEncoder::for_task(*tok, ckpt(), task); }),
             where + "no chat template in " + (ckpt() / "tokenizer_config.json").string());
   tok = write_tokenizer({{"chat_template", "{% if %}[INST]{% endif %}"}});
-  EXPECT_EQ(error_of([&] { PromptEncoder::for_task(*tok, ckpt(), task); }),
+  EXPECT_EQ(encoder_error([&] { PromptEncoder::for_task(*tok, ckpt(), task); }),
             where + (ckpt() / "tokenizer_config.json").string() +
                 ": chat template line 1: unexpected end of expression");
-  EXPECT_EQ(error_of([&] { PromptEncoder::for_task(*tok, "", task); }),
+  EXPECT_EQ(encoder_error([&] { PromptEncoder::for_task(*tok, "", task); }),
             where + "the model is not loaded from a checkpoint");
-  EXPECT_EQ(error_of([&] { PromptEncoder(*tok).prompt_ids(task.problem(1)); }),
+  EXPECT_EQ(encoder_error([&] { PromptEncoder(*tok).prompt_ids(task.problem(1)); }),
             data.string() +
                 ":2: a chat \"messages\" record needs the model's chat template, but none is "
                 "loaded");
@@ -187,7 +187,7 @@ TEST_F(PromptEncoderTest, TemplateWhoseEndOfTurnTokenIsMissingIsAnError) {
                "{% for m in messages %}<|im_start|>{{ m.content }}<|im_end|>{% endfor %}"}}
              .dump();
   auto tok = tokenizer::load_tokenizer(ckpt());
-  EXPECT_EQ(error_of([&] { PromptEncoder::for_chat(*tok, ckpt()); }),
+  EXPECT_EQ(encoder_error([&] { PromptEncoder::for_chat(*tok, ckpt()); }),
             (ckpt() / "tokenizer.json").string() +
                 " has no token <|im_end|>, which its chat template ends turns with");
 }

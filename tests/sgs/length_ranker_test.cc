@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <random>
 
+#include "run_binary.h"
 #include "streamrl/core/errors.h"
 
 namespace streamrl::sgs {
@@ -99,7 +100,7 @@ TEST(LengthRanker, SaveLoadKeepsPredictions) {
   c.steps = 20;
   LengthRanker r(c);
   r.fit(synthetic(100, 7, 1), {});
-  const auto dir = std::filesystem::temp_directory_path() / "streamrl_ranker_test";
+  const auto dir = std::filesystem::path(testing_util::fresh_temp_dir("ranker_test"));
   r.save(dir);
   LengthRanker back = LengthRanker::load(dir);
   std::vector<std::vector<int32_t>> prompts = {{1, 7, 7, 4}, {1, 5, 6}};

@@ -11,8 +11,8 @@ namespace {
 
 using Splits = std::vector<std::pair<std::string, int32_t>>;  // text, or "" and an id
 
-Splits split(const AddedVocabulary& vocab, const std::string& text,
-             const Normalizer* normalizer = nullptr) {
+Splits split_added(const AddedVocabulary& vocab, const std::string& text,
+                   const Normalizer* normalizer = nullptr) {
   Splits out;
   vocab.split(
       text, normalizer, [&](std::string_view piece, bool) { out.emplace_back(piece, -1); },
@@ -30,8 +30,9 @@ AddedToken token(int32_t id, std::string content, bool special = true) {
 
 TEST(AddedVocabulary, LeftmostLongestMatch) {
   AddedVocabulary vocab({token(1, "<|a|>"), token(2, "<|a|><|b|>"), token(3, "|>")}, nullptr);
-  EXPECT_EQ(split(vocab, "x<|a|><|b|>y<|a|>"), (Splits{{"x", -1}, {"", 2}, {"y", -1}, {"", 1}}));
-  EXPECT_EQ(split(vocab, "no tokens"), (Splits{{"no tokens", -1}}));
+  EXPECT_EQ(split_added(vocab, "x<|a|><|b|>y<|a|>"),
+            (Splits{{"x", -1}, {"", 2}, {"y", -1}, {"", 1}}));
+  EXPECT_EQ(split_added(vocab, "no tokens"), (Splits{{"no tokens", -1}}));
 }
 
 // The cases of Hugging Face's added_vocabulary.rs tests, without their lowercasing normalizer.
@@ -42,7 +43,7 @@ TEST(AddedVocabulary, LstripRstripSingleWord) {
   ony.single_word = true;
   AddedVocabulary vocab({my, token(1, "name", false), ony, token(3, "[CLS]"), token(4, "[SEP]")},
                         nullptr);
-  EXPECT_EQ(split(vocab, "[CLS] my name is anthony [SEP]"),
+  EXPECT_EQ(split_added(vocab, "[CLS] my name is anthony [SEP]"),
             (Splits{{"", 3}, {"", 0}, {"", 1}, {" is anthony ", -1}, {"", 4}}));
 }
 
@@ -50,7 +51,7 @@ TEST(AddedVocabulary, SingleWordNeedsNonWordNeighbours) {
   AddedToken mask = token(0, "<mask>", false);
   mask.single_word = true;
   AddedVocabulary vocab({mask}, nullptr);
-  EXPECT_EQ(split(vocab, "<mask> my name <mask> a<mask> <mask>ony <mask>"),
+  EXPECT_EQ(split_added(vocab, "<mask> my name <mask> a<mask> <mask>ony <mask>"),
             (Splits{{"", 0}, {" my name ", -1}, {"", 0}, {" a<mask> <mask>ony ", -1}, {"", 0}}));
 }
 
@@ -59,9 +60,9 @@ TEST(AddedVocabulary, NormalizedTokensMatchNormalizedText) {
   const AddedToken raw = token(7, "Hello", false);  // normalized=false: matched on the raw input
   AddedToken normalized = raw;
   normalized.normalized = true;
-  EXPECT_EQ(split(AddedVocabulary({normalized}, lower.get()), "say HELLO", lower.get()),
+  EXPECT_EQ(split_added(AddedVocabulary({normalized}, lower.get()), "say HELLO", lower.get()),
             (Splits{{"say ", -1}, {"", 7}}));
-  EXPECT_EQ(split(AddedVocabulary({raw}, lower.get()), "say HELLO", lower.get()),
+  EXPECT_EQ(split_added(AddedVocabulary({raw}, lower.get()), "say HELLO", lower.get()),
             (Splits{{"say hello", -1}}));
 }
 

@@ -115,7 +115,7 @@ TEST(BpeModel, TokenLookups) {
   EXPECT_EQ(model.max_id(), 5);
 }
 
-std::string error_of(const json& spec) {
+std::string model_error(const json& spec) {
   try {
     BpeModel model(spec, "ckpt/tokenizer.json");
   } catch (const InputError& e) {
@@ -125,28 +125,28 @@ std::string error_of(const json& spec) {
 }
 
 TEST(BpeModel, MergeWithUnknownTokenNamesEntryAndIndex) {
-  EXPECT_EQ(error_of(model_spec(kAbcVocab, {"a b", "a zz"})),
+  EXPECT_EQ(model_error(model_spec(kAbcVocab, {"a b", "a zz"})),
             "merges entry 1 (\"a zz\") in ckpt/tokenizer.json refers to token 'zz' which is not "
             "in the vocabulary");
-  EXPECT_EQ(error_of(model_spec(kAbcVocab, json::array({json::array({"c", "a"})}))),
+  EXPECT_EQ(model_error(model_spec(kAbcVocab, json::array({json::array({"c", "a"})}))),
             "merges entry 0 ([\"c\",\"a\"]) in ckpt/tokenizer.json refers to token 'ca' which is "
             "not in the vocabulary");
-  EXPECT_EQ(error_of(model_spec(kAbcVocab, {"abc"})),
+  EXPECT_EQ(model_error(model_spec(kAbcVocab, {"abc"})),
             "merges entry 0 (\"abc\") in ckpt/tokenizer.json is not two tokens (\"a b\" or "
             "[\"a\", \"b\"])");
 }
 
 TEST(BpeModel, OtherModelTypesAreRejected) {
-  EXPECT_EQ(error_of({{"type", "Unigram"}, {"vocab", json::array()}}),
+  EXPECT_EQ(model_error({{"type", "Unigram"}, {"vocab", json::array()}}),
             "unsupported tokenizer model type 'Unigram' in ckpt/tokenizer.json (supported: BPE)");
-  EXPECT_EQ(error_of({{"type", "WordPiece"}, {"vocab", json::object()}}),
+  EXPECT_EQ(model_error({{"type", "WordPiece"}, {"vocab", json::object()}}),
             "unsupported tokenizer model type 'WordPiece' in ckpt/tokenizer.json (supported: BPE)");
 }
 
 TEST(BpeModel, DropoutIsRejected) {
   json spec = model_spec(kAbcVocab, json::array());
   spec["dropout"] = 0.1;
-  EXPECT_NE(error_of(spec).find("dropout"), std::string::npos);
+  EXPECT_NE(model_error(spec).find("dropout"), std::string::npos);
 }
 
 }  // namespace

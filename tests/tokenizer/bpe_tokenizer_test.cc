@@ -246,7 +246,7 @@ TEST(BpeTokenizer, ToJsonIsTheSourceText) {
   EXPECT_EQ(BpeTokenizer(text, "x.json").to_json(), text);
 }
 
-std::string error_of(const std::string& json_text) {
+std::string tokenizer_error(const std::string& json_text) {
   try {
     BpeTokenizer tok(json_text, "m/tokenizer.json");
   } catch (const InputError& e) {
@@ -256,19 +256,21 @@ std::string error_of(const std::string& json_text) {
 }
 
 TEST(BpeTokenizer, ErrorsNameTheFile) {
-  EXPECT_EQ(error_of("{\"model\": ").rfind("malformed JSON in m/tokenizer.json: ", 0), 0u);
-  EXPECT_EQ(error_of("{}"), "m/tokenizer.json is not a tokenizer.json (no \"model\" object)");
-  EXPECT_EQ(error_of(R"({"model": {"type": "Unigram", "unk_id": 0, "vocab": [["a", 0.0]]}})"),
-            "unsupported tokenizer model type 'Unigram' in m/tokenizer.json (supported: BPE)");
-  EXPECT_EQ(error_of(R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["a b"]}})"),
+  EXPECT_EQ(tokenizer_error("{\"model\": ").rfind("malformed JSON in m/tokenizer.json: ", 0), 0u);
+  EXPECT_EQ(tokenizer_error("{}"),
+            "m/tokenizer.json is not a tokenizer.json (no \"model\" object)");
+  EXPECT_EQ(
+      tokenizer_error(R"({"model": {"type": "Unigram", "unk_id": 0, "vocab": [["a", 0.0]]}})"),
+      "unsupported tokenizer model type 'Unigram' in m/tokenizer.json (supported: BPE)");
+  EXPECT_EQ(tokenizer_error(R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["a b"]}})"),
             "merges entry 0 (\"a b\") in m/tokenizer.json refers to token 'b' which is not in "
             "the vocabulary");
-  EXPECT_EQ(error_of(R"({"model": {"type": "BPE", "vocab": {"a": "x"}, "merges": []}})")
+  EXPECT_EQ(tokenizer_error(R"({"model": {"type": "BPE", "vocab": {"a": "x"}, "merges": []}})")
                 .rfind("invalid tokenizer.json m/tokenizer.json: ", 0),
             0u);
   ByteLevelFixture f = gpt2_fixture();
   f.normalizer = {{"type", "BertNormalizer"}};
-  EXPECT_EQ(error_of(f.json()).rfind("unsupported normalizer type 'BertNormalizer'", 0), 0u);
+  EXPECT_EQ(tokenizer_error(f.json()).rfind("unsupported normalizer type 'BertNormalizer'", 0), 0u);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <string>
 
+#include "run_binary.h"
 #include "streamrl/core/fs.h"
 #include "streamrl/tokenizer/bpe_tokenizer.h"
 
@@ -84,8 +85,7 @@ TEST(CharTokenizer, ToJsonLoadsBackWithIdenticalIds) {
 
 TEST(CharTokenizer, SavedDirectoryLoadsThroughTheFactory) {
   namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / "streamrl_char_tokenizer_test";
-  fs::remove_all(dir);
+  const fs::path dir = testing_util::fresh_temp_dir("char_tokenizer_test");
   CharTokenizer builtin;
   core::write_file_atomic(dir / "tokenizer.json", builtin.to_json());
   auto loaded = load_tokenizer(dir);

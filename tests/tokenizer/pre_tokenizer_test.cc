@@ -14,7 +14,7 @@ namespace {
 using nlohmann::json;
 using Pieces = std::vector<std::string>;
 
-Pieces split(const json& spec, const std::string& text) {
+Pieces pre_split(const json& spec, const std::string& text) {
   auto pre = parse_pre_tokenizer(spec, "test.json");
   Pieces pieces;
   pre->split(text, true, [&](std::string_view piece, bool) { pieces.emplace_back(piece); });
@@ -32,57 +32,59 @@ const json kGpt2 = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_re
 
 // Expected splits agree with Python's `regex` module on the same patterns.
 TEST(Llama3Split, WordsPunctuationSpacesDigitGroupsNewlines) {
-  EXPECT_EQ(split(regex_split(testing::kLlama3Pattern), "Hello world!!  123456\n\n x"),
+  EXPECT_EQ(pre_split(regex_split(testing::kLlama3Pattern), "Hello world!!  123456\n\n x"),
             (Pieces{"Hello", " world", "!!", " ", " ", "123", "456", "\n\n", " x"}));
-  EXPECT_EQ(split(regex_split(testing::kLlama3Pattern), "1234567"), (Pieces{"123", "456", "7"}));
+  EXPECT_EQ(pre_split(regex_split(testing::kLlama3Pattern), "1234567"),
+            (Pieces{"123", "456", "7"}));
 }
 
 TEST(Llama3Split, ContractionsAreCaseInsensitive) {
-  EXPECT_EQ(split(regex_split(testing::kLlama3Pattern), "I'M here, they'll don't"),
+  EXPECT_EQ(pre_split(regex_split(testing::kLlama3Pattern), "I'M here, they'll don't"),
             (Pieces{"I", "'M", " here", ",", " they", "'ll", " don", "'t"}));
 }
 
 TEST(Llama3Split, WhitespaceRuns) {
   const json spec = regex_split(testing::kLlama3Pattern);
-  EXPECT_EQ(split(spec, "   hello"), (Pieces{"  ", " hello"}));
-  EXPECT_EQ(split(spec, "hello   "), (Pieces{"hello", "   "}));
-  EXPECT_EQ(split(spec, "x\t\ty"), (Pieces{"x", "\t", "\ty"}));
-  EXPECT_EQ(split(spec, "a\r\nb"), (Pieces{"a", "\r\n", "b"}));
-  EXPECT_EQ(split(spec, "end.\n\nNext"), (Pieces{"end", ".\n\n", "Next"}));
+  EXPECT_EQ(pre_split(spec, "   hello"), (Pieces{"  ", " hello"}));
+  EXPECT_EQ(pre_split(spec, "hello   "), (Pieces{"hello", "   "}));
+  EXPECT_EQ(pre_split(spec, "x\t\ty"), (Pieces{"x", "\t", "\ty"}));
+  EXPECT_EQ(pre_split(spec, "a\r\nb"), (Pieces{"a", "\r\n", "b"}));
+  EXPECT_EQ(pre_split(spec, "end.\n\nNext"), (Pieces{"end", ".\n\n", "Next"}));
 }
 
 TEST(Llama3Split, UnicodeLettersAndSymbols) {
-  EXPECT_EQ(split(regex_split(testing::kLlama3Pattern), "naïve café 中文 😀!"),
+  EXPECT_EQ(pre_split(regex_split(testing::kLlama3Pattern), "naïve café 中文 😀!"),
             (Pieces{"naïve", " café", " 中文", " 😀!"}));
 }
 
 TEST(Qwen2Split, SingleDigits) {
   EXPECT_EQ(
-      split(regex_split(testing::kQwen2Pattern), "Hello world!!  123456\n\n x"),
+      pre_split(regex_split(testing::kQwen2Pattern), "Hello world!!  123456\n\n x"),
       (Pieces{"Hello", " world", "!!", " ", " ", "1", "2", "3", "4", "5", "6", "\n\n", " x"}));
 }
 
 TEST(ByteLevelPreTokenizer, Gpt2PatternAndMapping) {
-  EXPECT_EQ(split(kGpt2, "Hello world!!  123456\n\n x"),
+  EXPECT_EQ(pre_split(kGpt2, "Hello world!!  123456\n\n x"),
             (Pieces{"Hello", "Ġworld", "!!", "Ġ", "Ġ123456", "ĊĊ", "Ġx"}));
-  EXPECT_EQ(split(kGpt2, "I'M a\r\nb"), (Pieces{"I", "'", "M", "Ġa", "č", "Ċ", "b"}));
-  EXPECT_EQ(split(kGpt2, "Hello there       dear"), (Pieces{"Hello", "Ġthere", "ĠĠĠĠĠĠ", "Ġdear"}));
+  EXPECT_EQ(pre_split(kGpt2, "I'M a\r\nb"), (Pieces{"I", "'", "M", "Ġa", "č", "Ċ", "b"}));
+  EXPECT_EQ(pre_split(kGpt2, "Hello there       dear"),
+            (Pieces{"Hello", "Ġthere", "ĠĠĠĠĠĠ", "Ġdear"}));
 }
 
 TEST(ByteLevelPreTokenizer, NonAsciiBytesMapToAlphabet) {
-  EXPECT_EQ(split(kGpt2, "i⭢j"), (Pieces{"i", "âŃ¢", "j"}));
+  EXPECT_EQ(pre_split(kGpt2, "i⭢j"), (Pieces{"i", "âŃ¢", "j"}));
 }
 
 TEST(ByteLevelPreTokenizer, AddPrefixSpaceOnlyWhenMissing) {
   json spec = kGpt2;
   spec["add_prefix_space"] = true;
-  EXPECT_EQ(split(spec, "Hello my"), (Pieces{"ĠHello", "Ġmy"}));
-  EXPECT_EQ(split(spec, " Hello my"), (Pieces{"ĠHello", "Ġmy"}));
+  EXPECT_EQ(pre_split(spec, "Hello my"), (Pieces{"ĠHello", "Ġmy"}));
+  EXPECT_EQ(pre_split(spec, " Hello my"), (Pieces{"ĠHello", "Ġmy"}));
 }
 
 TEST(ByteLevelPreTokenizer, WithoutRegexMapsWholeText) {
-  EXPECT_EQ(split({{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}},
-                  "Hello my friend"),
+  EXPECT_EQ(pre_split({{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}},
+                      "Hello my friend"),
             (Pieces{"HelloĠmyĠfriend"}));
 }
 
@@ -90,15 +92,15 @@ TEST(ByteLevelPreTokenizer, WithoutRegexMapsWholeText) {
 TEST(SplitPreTokenizer, Behaviors) {
   const char* text = "How are you doing?";
   const char* pattern = R"(\w+|[^\w\s]+)";
-  EXPECT_EQ(split(regex_split(pattern, "Removed", true), text),
+  EXPECT_EQ(pre_split(regex_split(pattern, "Removed", true), text),
             (Pieces{"How", "are", "you", "doing", "?"}));
-  EXPECT_EQ(split(regex_split(pattern, "Isolated", true), text),
+  EXPECT_EQ(pre_split(regex_split(pattern, "Isolated", true), text),
             (Pieces{"How", " ", "are", " ", "you", " ", "doing", "?"}));
-  EXPECT_EQ(split(regex_split(pattern, "MergedWithPrevious", true), text),
+  EXPECT_EQ(pre_split(regex_split(pattern, "MergedWithPrevious", true), text),
             (Pieces{"How ", "are ", "you ", "doing", "?"}));
-  EXPECT_EQ(split(regex_split(pattern, "MergedWithNext", true), text),
+  EXPECT_EQ(pre_split(regex_split(pattern, "MergedWithNext", true), text),
             (Pieces{"How", " are", " you", " doing", "?"}));
-  EXPECT_EQ(split(regex_split(pattern, "Contiguous", true), text),
+  EXPECT_EQ(pre_split(regex_split(pattern, "Contiguous", true), text),
             (Pieces{"How", " ", "are", " ", "you", " ", "doing?"}));
 }
 
@@ -107,14 +109,14 @@ TEST(SplitPreTokenizer, StringPatternIsLiteral) {
                      {"pattern", {{"String", "."}}},
                      {"behavior", "Removed"},
                      {"invert", false}};
-  EXPECT_EQ(split(spec, "a.b..c"), (Pieces{"a", "b", "c"}));
+  EXPECT_EQ(pre_split(spec, "a.b..c"), (Pieces{"a", "b", "c"}));
 }
 
 TEST(MetaspacePreTokenizer, ReplacesSpacesAndSplitsBeforeThem) {
   const json spec = {{"type", "Metaspace"}, {"replacement", "▁"}, {"prepend_scheme", "always"}};
-  EXPECT_EQ(split(spec, "Hey   friend!"), (Pieces{"▁Hey", "▁", "▁", "▁friend!"}));
+  EXPECT_EQ(pre_split(spec, "Hey   friend!"), (Pieces{"▁Hey", "▁", "▁", "▁friend!"}));
   const json never = {{"type", "Metaspace"}, {"replacement", "▁"}, {"prepend_scheme", "never"}};
-  EXPECT_EQ(split(never, "Hey friend"), (Pieces{"Hey", "▁friend"}));
+  EXPECT_EQ(pre_split(never, "Hey friend"), (Pieces{"Hey", "▁friend"}));
 }
 
 TEST(MetaspacePreTokenizer, PrependFirstOnlyAtInputStart) {
@@ -128,15 +130,15 @@ TEST(MetaspacePreTokenizer, PrependFirstOnlyAtInputStart) {
 }
 
 TEST(DigitsPreTokenizer, IndividualOrContiguous) {
-  EXPECT_EQ(split({{"type", "Digits"}, {"individual_digits", true}}, "Call 123 please"),
+  EXPECT_EQ(pre_split({{"type", "Digits"}, {"individual_digits", true}}, "Call 123 please"),
             (Pieces{"Call ", "1", "2", "3", " please"}));
-  EXPECT_EQ(split({{"type", "Digits"}, {"individual_digits", false}}, "Call 123 please"),
+  EXPECT_EQ(pre_split({{"type", "Digits"}, {"individual_digits", false}}, "Call 123 please"),
             (Pieces{"Call ", "123", " please"}));
 }
 
 TEST(SequencePreTokenizer, AppliesStepsToEachPiece) {
   const json spec = testing::split_then_byte_level(testing::kLlama3Pattern);
-  EXPECT_EQ(split(spec, "Hi  there\n"), (Pieces{"Hi", "Ġ", "Ġthere", "Ċ"}));
+  EXPECT_EQ(pre_split(spec, "Hi  there\n"), (Pieces{"Hi", "Ġ", "Ġthere", "Ċ"}));
 }
 
 TEST(PreTokenizerSpec, UnsupportedTypeNamesFile) {
@@ -152,7 +154,7 @@ TEST(PreTokenizerSpec, UnsupportedTypeNamesFile) {
 }
 
 TEST(PreTokenizerSpec, BadRegexIsInputError) {
-  EXPECT_THROW(split(regex_split("(unclosed"), "x"), InputError);
+  EXPECT_THROW(pre_split(regex_split("(unclosed"), "x"), InputError);
 }
 
 }  // namespace

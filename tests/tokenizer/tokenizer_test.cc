@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "fixtures.h"
+#include "run_binary.h"
 #include "streamrl/core/errors.h"
 #include "streamrl/core/fs.h"
 
@@ -15,11 +16,7 @@ namespace fs = std::filesystem;
 
 class TokenizerFactory : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / "streamrl_tokenizer_factory_test";
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
+  void SetUp() override { dir_ = testing_util::fresh_temp_dir("tokenizer_factory_test"); }
   void TearDown() override { fs::remove_all(dir_); }
   fs::path dir_;
 };

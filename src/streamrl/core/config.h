@@ -1,4 +1,4 @@
-// Strict YAML configuration with Hydra-style `key.sub=value` overrides (DESIGN.md §11).
+// Strict YAML configuration with Hydra-style `key.sub=value` overrides.
 //
 // Components read their own section with `get(key, field)`: a present key overrides the field's
 // default, an absent key keeps it, and either way the value lands in the resolved config that the

@@ -1,4 +1,4 @@
-// Typed errors thrown inside streamrl and caught at the CLI/server boundary (DESIGN.md §11).
+// Typed errors thrown inside streamrl and caught at the CLI/server boundary.
 // InputError and UsageError mean "the caller gave us something wrong" (exit code 2); RuntimeFailure
 // means the work itself failed (exit code 1). Each message is one line that names the culprit.
 #pragma once

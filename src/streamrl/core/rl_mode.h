@@ -1,4 +1,4 @@
-// The four RL controller modes (DESIGN.md §1) and what each one means. The RL loop and the step
+// The four RL controller modes and what each one means. The RL loop and the step
 // emulator read a mode once and ask its traits, so a new mode is one enum value and one row of
 // traits(), not a string compared in several places.
 #pragma once

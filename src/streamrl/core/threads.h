@@ -1,5 +1,5 @@
-// Core budgets: a role that is given k cores sets both ATen's OpenMP pool and OpenBLAS's own pool
-// (DESIGN.md §3), so roles that share a machine do not oversubscribe it.
+// Core budgets: a role that is given k cores sets both ATen's OpenMP pool and OpenBLAS's own pool,
+// so roles that share a machine do not oversubscribe it.
 #pragma once
 
 #include <string>

@@ -3,19 +3,13 @@
 #include <algorithm>
 #include <string>
 
+#include "streamrl/core/clock.h"
 #include "streamrl/core/errors.h"
 #include "streamrl/dist/process_group.h"
 
 namespace streamrl::dist {
-namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-}  // namespace
+using core::Clock;
 
 BackwardComm::BackwardComm(ProcessGroup& group, std::vector<torch::Tensor> parameters,
                            ep::SchedulerOptions options, std::chrono::milliseconds timeout)
@@ -108,7 +102,7 @@ void BackwardComm::all_to_all_begins(int64_t bytes) {
 void BackwardComm::all_to_all_ends() {
   std::lock_guard<std::mutex> lk(mu_);
   scheduler_.completed(a2a_op_);
-  stats_.all_to_all_s += since(a2a_start_);
+  stats_.all_to_all_s += core::seconds_since(a2a_start_);
   ++stats_.all_to_all_ops;
   pump_locked();
 }
@@ -130,7 +124,7 @@ BackwardCommStats BackwardComm::finish() {
   }
   finishing_ = false;
   if (error_) std::rethrow_exception(error_);
-  stats_.finish_wait_s = since(start);
+  stats_.finish_wait_s = core::seconds_since(start);
   for (size_t i = 0; i < parameters_.size(); ++i) parameters_[i].mutable_grad() = sums_[i];
   std::fill(sums_.begin(), sums_.end(), torch::Tensor());
   armed_ = false;

@@ -1,4 +1,4 @@
-// `streamrl launch`: a local multi-process run in torchrun's conventions (DESIGN.md §9). Starts N
+// `streamrl launch`: a local multi-process run in torchrun's conventions. Starts N
 // copies of a program with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and
 // MASTER_PORT set, forwards each one's output line by line with a "[rank r] " prefix, and ends the
 // run as soon as one fails: the others get SIGTERM, then SIGKILL after a grace period.

@@ -1,4 +1,4 @@
-// Trainer data parallelism across processes (DESIGN.md §9): a c10d Gloo process group joined
+// Trainer data parallelism across processes: a c10d Gloo process group joined
 // through a TCPStore rendezvous described by torchrun's environment variables. Every call is a
 // collective (all ranks call it in the same order) and every wait is bounded: a peer that died or
 // stopped answering gives a RuntimeFailure (TimeoutError when the bound ran out) naming the

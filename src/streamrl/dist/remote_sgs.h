@@ -1,4 +1,4 @@
-// The trainer's side of remote SGS instances (DESIGN.md §9): `streamrl serve` processes reached by
+// The trainer's side of remote SGS instances: `streamrl serve` processes reached by
 // URL. RemoteSgsClient talks to one instance: requests go out as `POST /generate` (token-id
 // prompts, the caller's request ids) and every sample streams back as it finishes, on a client
 // thread; weights go out as weight_wire buckets to `POST /update_weights`. Every wait is bounded;

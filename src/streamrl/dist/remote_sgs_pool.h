@@ -1,5 +1,5 @@
 // Several remote SGS instances (`streamrl serve` URLs) behind one submit(), for a trainer whose
-// generation runs on other processes or machines (DESIGN.md §9). An instance that dies loses no
+// generation runs on other processes or machines. An instance that dies loses no
 // prompt: its unfinished requests are re-dispatched to the live ones.
 #pragma once
 

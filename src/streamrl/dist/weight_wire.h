@@ -1,5 +1,5 @@
 // The weight wire format: named tensors cut into versioned, checksummed buckets, so a weight update
-// (trainer -> SGS instance, DESIGN.md §9) travels in bounded messages and a torn or corrupt message
+// (trainer -> SGS instance) travels in bounded messages and a torn or corrupt message
 // is caught before it reaches a model. Used over HTTP (`POST /update_weights`) and by any channel
 // that moves bytes.
 //

@@ -1,4 +1,4 @@
-// One generation instance with iteration-level (continuous) batching (DESIGN.md §6). Every step
+// One generation instance with iteration-level (continuous) batching. Every step
 // admits waiting requests into free KV-cache slots (policy order: FIFO or longest-estimated-first),
 // prefills them (the n samples of a prompt prefill once and share the prefix), decodes one token
 // for every running sample, and hands each finished sample to its request's callback at once.

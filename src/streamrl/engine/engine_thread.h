@@ -1,5 +1,5 @@
 // Runs an Engine's step loop on a dedicated thread, so callers only add requests and receive
-// finished samples through their callbacks (streaming, DESIGN.md §1).
+// finished samples through their callbacks (streaming).
 #pragma once
 
 #include <atomic>

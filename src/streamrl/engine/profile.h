@@ -1,6 +1,6 @@
 // Per-token latency PTL(BS): the time of one decode step (one token for each of BS sequences) as a
 // function of the batch size, at a few context lengths, plus prefill throughput. This table feeds
-// skew-aware dispatch (StreamRL Eq. 2) and the planner (DESIGN.md §6, §10).
+// skew-aware dispatch (StreamRL Eq. 2) and the planner.
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -1,5 +1,5 @@
-// The one sample record that flows from the engine through the SGS to the trainer unchanged
-// (STYLE.md habit 3). Fields may be added; their meaning never changes between stages.
+// The one sample record that flows from the engine through the SGS to the trainer unchanged.
+// Fields may be added; their meaning never changes between stages.
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 // The Hugging Face config.json of the Llama / Qwen2 / Qwen3 model family and its mixture-of-experts
-// members Mixtral, Qwen2-MoE and Qwen3-MoE (DESIGN.md §4): parsing, validation and writing, so that
+// members Mixtral, Qwen2-MoE and Qwen3-MoE: parsing, validation and writing, so that
 // a real HF checkpoint loads unchanged and ours load in transformers. Holds architecture only;
 // nothing here knows about training.
 #pragma once

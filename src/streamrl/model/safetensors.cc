@@ -70,7 +70,7 @@ const DtypeInfo* find_dtype(torch::ScalarType type) {
 
 size_t dtype_rank(const DtypeInfo* d) { return static_cast<size_t>(d - kDtypes.data()); }
 
-std::string shape_str(const std::vector<int64_t>& shape) {
+std::string shape_text(const std::vector<int64_t>& shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
   return s + "]";
@@ -186,12 +186,12 @@ TensorEntry parse_entry(const std::string& name, const json& value, const std::s
   uint64_t nbytes = e.dtype->itemsize;
   for (int64_t d : e.shape) {
     if (__builtin_mul_overflow(nbytes, static_cast<uint64_t>(d), &nbytes)) {
-      throw InputError(where + " has shape " + shape_str(e.shape) + " whose size overflows");
+      throw InputError(where + " has shape " + shape_text(e.shape) + " whose size overflows");
     }
   }
   if (e.end - e.begin != nbytes) {
     throw InputError(where + " has data_offsets " + range + " (" + std::to_string(e.end - e.begin) +
-                     " bytes) but shape " + shape_str(e.shape) + " of " +
+                     " bytes) but shape " + shape_text(e.shape) + " of " +
                      std::string(e.dtype->name) + " needs " + std::to_string(nbytes) + " bytes");
   }
   return e;

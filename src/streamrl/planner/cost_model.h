@@ -1,4 +1,4 @@
-// Cost models of the two stages (StreamRL §4.2, DESIGN.md §10). Generation is described per
+// Cost models of the two stages (StreamRL §4.2). Generation is described per
 // instance by its decode step time PTL(BS, context); the emulator turns that into batch times, so
 // the skew of the length distribution is part of P_gen. Training is a token rate plus a fixed
 // per-iteration cost. Both come either from measurements on this machine (`streamrl profile`,

@@ -1,5 +1,5 @@
-// Step emulator (DESIGN.md §10; PipeWeaver's SEMU idea): a discrete-event simulation of RL
-// iterations in the four controller modes (DESIGN.md §1) from the stage cost models. Generation is
+// Step emulator (PipeWeaver's SEMU idea): a discrete-event simulation of RL
+// iterations in the four controller modes from the stage cost models. Generation is
 // simulated per instance with continuous batching (groups admitted together, FIFO or LPT order),
 // so skewness bubbles come out of the length distribution; the trainer consumes samples as the
 // mode allows (whole batch, dynamic batches on arrival, one-step-stale async).

@@ -1,4 +1,4 @@
-// Accelerator catalogue for the planner (DESIGN.md §10): published peak figures and relative
+// Accelerator catalogue for the planner: published peak figures and relative
 // prices, plus the efficiency factors that turn peaks into achieved decode and training speed.
 #pragma once
 

@@ -1,4 +1,4 @@
-// The StreamRL paper's reported figures (papers/streamrl.md §9; values read off plots carry about
+// The StreamRL paper's reported figures (arXiv 2504.15930 §9; values read off plots carry about
 // ±3%), so that `streamrl plan` can print its predictions next to them.
 #pragma once
 

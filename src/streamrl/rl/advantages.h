@@ -1,4 +1,4 @@
-// GRPO-family outcome advantages (papers/rl_algorithms.md §1): group-normalised GRPO, Dr.GRPO
+// GRPO-family outcome advantages: group-normalised GRPO, Dr.GRPO
 // (mean only) and leave-one-out (RLOO, optionally with NeMo-RL's std of the others). One scalar
 // per response; the policy loss broadcasts it over the response's tokens.
 //

@@ -1,5 +1,5 @@
-// Per-token KL estimators between the policy and the reference model (papers/rl_algorithms.md
-// §3), for the loss placement, and the per-sequence k1 penalty for the reward placement.
+// Per-token KL estimators between the policy and the reference model, for the loss placement,
+// and the per-sequence k1 penalty for the reward placement.
 #pragma once
 
 #include <torch/torch.h>

@@ -1,4 +1,4 @@
-// Loss aggregation with a global denominator (papers/rl_algorithms.md §4, STYLE.md habit 7): each
+// Loss aggregation with a global denominator: each
 // micro-batch contributes (its masked sum) / (a count over the whole optimizer step), so the
 // gradients summed over micro-batches equal those of the whole batch however it was split.
 //

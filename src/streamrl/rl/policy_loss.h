@@ -1,4 +1,4 @@
-// The clipped policy-gradient loss of GRPO/PPO (papers/rl_algorithms.md §2) with its optional
+// The clipped policy-gradient loss of GRPO/PPO with its optional
 // terms: KL penalty in the loss (§3), entropy bonus (§5) and train/inference importance sampling
 // (§6.2), aggregated with a global denominator (§4). Pure functions over tensors; the trainer
 // supplies log-probs, advantages and masks, and owns the model and the optimizer.

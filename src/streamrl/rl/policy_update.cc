@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "streamrl/core/clock.h"
 #include "streamrl/core/errors.h"
 #include "streamrl/core/packing.h"
 #include "streamrl/core/threads.h"
@@ -14,7 +15,7 @@
 namespace streamrl::rl {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using core::Clock;
 
 // Per-token values of the output tokens placed at their positions in a right-padded batch.
 torch::Tensor place(const std::vector<const ScoredSample*>& rows, int64_t T,
@@ -71,10 +72,6 @@ int64_t sampled_tokens(const engine::Sample& s) {
 
 int64_t total_tokens(const ScoredSample& s) {
   return static_cast<int64_t>(s.sample.prompt_ids.size() + s.sample.output_ids.size());
-}
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
 }  // namespace
@@ -204,7 +201,7 @@ void PolicyStep::run_micro_batch(const std::vector<const ScoredSample*>& rows) {
   } else {
     in.old_logp = in.beh_logp;
   }
-  opt.return_entropy = true;  // always logged (DESIGN.md §8)
+  opt.return_entropy = true;  // always logged
   model::ScoreOutput out = model_->score(seq.tokens, seq.valid, opt);
   in.logp = out.logprobs;
   in.entropy = loss_.entropy_coef > 0 ? out.entropy : out.entropy.detach();
@@ -227,7 +224,7 @@ void PolicyStep::run_micro_batch(const std::vector<const ScoredSample*>& rows) {
   lo.loss.backward();
   result_.metrics.merge(lo.metrics);
   result_.micro_batches += 1;
-  result_.seconds += seconds_since(t0);
+  result_.seconds += core::seconds_since(t0);
   result_.cpu_seconds += core::thread_cpu_seconds() - cpu0;
 }
 
@@ -290,7 +287,7 @@ UpdateResult PolicyStep::finish(double lr, double grad_clip) {
     throw RuntimeFailure("gradient norm is not finite (" + std::to_string(result_.grad_norm) + ")");
   }
   optimizer_.step();
-  result_.seconds += seconds_since(t0);
+  result_.seconds += core::seconds_since(t0);
   result_.cpu_seconds += core::thread_cpu_seconds() - cpu0;
   return result_;
 }

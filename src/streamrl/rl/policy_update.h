@@ -1,4 +1,4 @@
-// One GRPO/PPO optimizer step over scored samples (DESIGN.md §1, §8): token-budget micro-batches
+// One GRPO/PPO optimizer step over scored samples: token-budget micro-batches
 // with gradient accumulation, a global loss denominator, gradient clipping. The per-sample work
 // (reward, advantage, reference log-probs) is done before, one sample at a time, so streaming modes
 // can run it as samples arrive and hand finished groups to a PolicyStep while generation goes on.
@@ -62,7 +62,7 @@ class TrainerStep {
 // unnormalised and backwarded at once; finish() divides the accumulated gradients by the global
 // count (tokens or sequences, rl_algorithms.md §4) before clipping and stepping. The update is
 // therefore the same however the samples were split into micro-batches or when they arrived
-// (DESIGN.md §1: `stream` gives the same update as `disagg`), up to float re-association.
+// (`stream` gives the same update as `disagg`), up to float re-association.
 class PolicyStep : public TrainerStep {
  public:
   // Zeroes the gradients of `model`; both must outlive this object.
@@ -85,7 +85,7 @@ class PolicyStep : public TrainerStep {
 
   int64_t buffered_tokens() const { return buffered_tokens_; }
 
-  // Trainer data parallelism (DESIGN.md §9): each rank adds its own samples; finish() sums the
+  // Trainer data parallelism: each rank adds its own samples; finish() sums the
   // gradients, the global count and the loss metrics' sums over `group`'s ranks (a collective:
   // every rank calls finish() once per step), so every rank takes the step one process would
   // take on all the samples. The metrics' maxima (ratio_max, tis_weight_max) stay this rank's.

@@ -1,7 +1,7 @@
 // Which training prompts an RL iteration draws (DataOptions): a task's train split in order, only
 // problems up to data.max_difficulty (a fixed curriculum), and with data.curriculum pass_rate an
 // online one that prefers difficulties whose recent pass rate is neither 0 nor 1, where GRPO's
-// group advantages are non-zero (papers/rl_algorithms.md §1.3).
+// group advantages are non-zero.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// The RL algorithm knobs (papers/rl_algorithms.md, DESIGN.md §8) as plain structs with documented
+// The RL algorithm knobs as plain structs with documented
 // defaults, and their reading from one config section. The maths in advantages.h, kl.h,
 // loss_aggregation.h and policy_loss.h takes these structs, never a core::Config.
 #pragma once

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <utility>
 
+#include "streamrl/core/clock.h"
 #include "streamrl/core/errors.h"
 #include "streamrl/rl/advantages.h"
 #include "streamrl/rl/mini_batch_step.h"
@@ -14,11 +15,7 @@
 namespace streamrl::rl {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
+using core::Clock;
 constexpr int kTrainerTrack = 1;
 constexpr int kGeneratorTrack = 2;
 constexpr int kTracksPerRank = 100;
@@ -67,7 +64,7 @@ void RlLoop::start(std::unique_ptr<RolloutGenerator> generator, int64_t first_it
 void RlLoop::drive_colocated() {
   const auto t0 = Clock::now();
   gen_->drive_until_idle();
-  gen_seconds_ += since(t0);
+  gen_seconds_ += core::seconds_since(t0);
 }
 
 UpdateResult RlLoop::run_iteration(int64_t k, IterationStats* st) {
@@ -144,7 +141,7 @@ UpdateResult RlLoop::run_iteration(int64_t k, IterationStats* st) {
     const auto t0 = Clock::now();
     telemetry::ScopedSpan span(trace_, track_, "weight transfer");
     gen_->update_weights(version, policy_);  // colocated: only the version (same module)
-    st->weight_update_s = since(t0);
+    st->weight_update_s = core::seconds_since(t0);
   }
   ranker_metrics_ = gen_->end_iteration();
   const int64_t next = k + 1 + mode_.iterations_ahead;
@@ -214,7 +211,7 @@ engine::Sample RlLoop::next_sample(IterationStats* st) {
   const auto deadline = t0 + std::chrono::duration<double>(c_.sample_timeout_s);
   while (true) {
     if (auto s = gen_->queue().pop(std::chrono::milliseconds(200))) {
-      st->wait_s += since(t0);
+      st->wait_s += core::seconds_since(t0);
       return std::move(*s);
     }
     gen_->check_alive();
@@ -262,7 +259,7 @@ void RlLoop::score(engine::Sample s, IterationBatch& b, IterationStats* st) {
   if (ref_) {
     const auto r0 = Clock::now();
     ss.ref_logprobs = reference_logprobs(*ref_, s);
-    st->reference_s += since(r0);
+    st->reference_s += core::seconds_since(r0);
     if (c_.loss.kl.placement == KlPlacement::kReward) {
       // KL in the reward (k1, rl_algorithms.md §3.2): the summed log-ratio against the
       // reference under the generating policy is subtracted from the outcome reward.
@@ -274,7 +271,7 @@ void RlLoop::score(engine::Sample s, IterationBatch& b, IterationStats* st) {
       ss.reward -= c_.loss.kl.coef * k1;
     }
   }
-  st->sample_work_s += since(t0);
+  st->sample_work_s += core::seconds_since(t0);
   ss.sample = std::move(s);
   b.groups[i].push_back(std::move(ss));
 }

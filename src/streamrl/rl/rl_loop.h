@@ -1,4 +1,4 @@
-// The iteration loop of every RL mode (DESIGN.md §1). Each iteration's prompts go to the
+// The iteration loop of every RL mode. Each iteration's prompts go to the
 // generator; each finished sample gets its per-sample work (reward, reference log-probs) and each
 // complete group its advantages (or is dropped and refilled by dynamic sampling); complete groups
 // go to a trainer step; then the new weights and the next prompts go out. Modes differ only in

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "streamrl/core/clock.h"
 #include "streamrl/core/fs.h"
 #include "streamrl/core/log.h"
 #include "streamrl/model/checkpoint.h"
@@ -21,11 +22,7 @@ namespace streamrl::rl {
 namespace fs = std::filesystem;
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
+using core::Clock;
 // What a run writes besides checkpoints: metrics.jsonl (and TensorBoard files), samples.jsonl,
 // and the trace. Rank 0 alone writes the run directory; it merges the other ranks' traces at the
 // end.
@@ -126,7 +123,7 @@ nlohmann::json run_rl(const RlRunConfig& c, const std::string& resolved_config_y
     const UpdateResult up = loop.run_iteration(it, &st);
     if (roles.group) st.collectives_s = roles.group->collective_seconds() - collectives_before;
     const int64_t done = it + 1;
-    const double iter_s = since(iter_start);
+    const double iter_s = core::seconds_since(iter_start);
     IterationRecord r = iteration_record(c, it, st, up, loop, iter_s, roles.group.get());
     const bool checkpoint_now =
         c.checkpoint.every > 0 && done % c.checkpoint.every == 0 && done < c.iterations;
@@ -164,8 +161,9 @@ nlohmann::json run_rl(const RlRunConfig& c, const std::string& resolved_config_y
   progress.finish();
   out.merge_rank_traces(roles);
   if (!roles.lead) {
-    return {
-        {"rank", roles.rank}, {"iterations", c.iterations}, {"minutes", since(run_start) / 60.0}};
+    return {{"rank", roles.rank},
+            {"iterations", c.iterations},
+            {"minutes", core::seconds_since(run_start) / 60.0}};
   }
 
   // The final checkpoint and held-out evaluation.
@@ -200,7 +198,7 @@ nlohmann::json run_rl(const RlRunConfig& c, const std::string& resolved_config_y
     result["trace"] = out.trace_file.string();
   }
   result["report"] = telemetry::write_report(run_dir).string();
-  result["minutes"] = since(run_start) / 60.0;
+  result["minutes"] = core::seconds_since(run_start) / 60.0;
   return result;
 }
 

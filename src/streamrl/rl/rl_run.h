@@ -1,5 +1,5 @@
 // `streamrl train`: GRPO from a warm-started policy on a task's prompts, in one of the four modes
-// of DESIGN.md §1 on one code path:
+// on one code path (docs/architecture.md):
 //   colocate  generate the whole batch, then train, on the same cores and module (verl-like);
 //   disagg    generator and trainer on separate cores; the trainer waits for the full batch;
 //   stream    as disagg, but per-sample work runs on arrival and each complete GRPO group joins a

@@ -19,7 +19,7 @@
 
 namespace streamrl::rl {
 
-// DAPO's dynamic sampling (papers/rl_algorithms.md §1.3). Keys `rollout.dynamic_sampling.*`. A
+// DAPO's dynamic sampling. Keys `rollout.dynamic_sampling.*`. A
 // group whose rewards are all equal has zero advantages: it is dropped (neither trained nor in
 // the loss denominator) and a group on a new prompt is generated in its place, at most
 // `max_refills` times per iteration (per trainer rank); refills that are dropped too are

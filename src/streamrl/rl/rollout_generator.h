@@ -1,10 +1,10 @@
-// The generation side of an RL run (DESIGN.md §1): continuous-batching engines that stream every
+// The generation side of an RL run: continuous-batching engines that stream every
 // finished sample into one queue the trainer drains. Colocated, one engine shares the trainer's
 // module and runs on the caller's thread when asked. Dedicated, an SGS instance pool (sgs/) owns
 // copies of the weights, each instance on its own thread and cores; each iteration's requests are
 // dispatched over the instances (random, least-loaded or skew-aware with the length ranker) and
 // new weights arrive through update_weights(). Remote, the instances are `streamrl serve`
-// processes reached by URL (dist::RemoteSgsPool, DESIGN.md §9) and weights travel over HTTP.
+// processes reached by URL (dist::RemoteSgsPool) and weights travel over HTTP.
 #pragma once
 
 #include <memory>

@@ -1,4 +1,4 @@
-// The HTTP face of one SGS instance (`streamrl serve`, DESIGN.md §9): an Engine stepped on its own
+// The HTTP face of one SGS instance (`streamrl serve`): an Engine stepped on its own
 // EngineThread, behind OpenAI-compatible completions, the native streaming generate API, weight
 // updates in the weight wire format, health and Prometheus metrics. Routes and formats are listed
 // in http_server.cc; parsing lives in openai_api / native_api.

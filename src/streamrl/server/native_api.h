@@ -1,6 +1,6 @@
 // The native batch API (`POST /generate`) for a trainer's remote SGS client: prompts as text or
 // token ids, and every finished sample streamed back as one JSON line carrying the Sample record
-// unchanged (ids, log-probs, finish reason, weight version, timings; STYLE.md habit 3).
+// unchanged (ids, log-probs, finish reason, weight version, timings).
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -1,4 +1,4 @@
-// Dispatching one generation batch over N SGS instances (StreamRL §5.3, DESIGN.md §7): which
+// Dispatching one generation batch over N SGS instances (StreamRL §5.3): which
 // instance serves each request, in what admission order, and how many samples run at once there.
 // Pure functions of (requests with length estimates, PTL profile, length distribution), so every
 // decision is unit-testable without an engine.

@@ -1,4 +1,4 @@
-// The SGS instance pool (DESIGN.md §1, §7): N generation engines, each on its own thread with its
+// The SGS instance pool: N generation engines, each on its own thread with its
 // own copy of the model and its own core budget. Callers submit requests (with length estimates)
 // to instances, usually following a dispatch Assignment; every finished sample streams out at once
 // through one thread-safe sink (sample_stream.h). This is the sample stream the RL controller

@@ -1,4 +1,4 @@
-// Output-length ranker (StreamRL §5.2, DESIGN.md §7): the project's transformer with a small config
+// Output-length ranker (StreamRL §5.2): the project's transformer with a small config
 // reads a prompt, and a linear regression head over its output (last-token and mean-pooled logits,
 // which span the final hidden state, plus log prompt length) predicts log(1 + output length).
 // Trained on (prompt, observed length) pairs from rollouts of the current policy: once offline

@@ -1,4 +1,4 @@
-// How finished samples leave a generation pool (DESIGN.md §1, §7): one sink type that both the
+// How finished samples leave a generation pool: one sink type that both the
 // in-process instance pool and the remote pool over `streamrl serve` call, and the thread-safe
 // queue the RL controller drains.
 #pragma once

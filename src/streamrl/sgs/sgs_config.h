@@ -1,4 +1,4 @@
-// The `sgs:` section of a run config (DESIGN.md §7, §11): how many generation instances, how a
+// The `sgs:` section of a run config: how many generation instances, how a
 // batch is dispatched over them, and the length ranker that feeds skew-aware dispatch. RL modes
 // read it with SgsConfig::read(root.section("sgs")).
 //

@@ -2,11 +2,6 @@
 #include "streamrl/tasks/answer.h"
 
 namespace streamrl::tasks {
-namespace {
-
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
-
-}  // namespace
 
 std::optional<std::string_view> find_marked_answer(std::string_view completion) {
   size_t i = completion.find(kAnswerMarker);

@@ -9,6 +9,9 @@ namespace streamrl::tasks {
 
 inline constexpr char kAnswerMarker = '#';
 
+// ASCII 0-9 only (std::isdigit depends on the locale).
+inline constexpr bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
 // The answer token of `completion`: at the first '#', skip further '#', spaces and tabs, then take
 // the longest run matching -?[0-9]+. Everything after that run is ignored, so text the model adds
 // after its answer line (including another '#') cannot change or hedge the answer, and the

@@ -1,4 +1,4 @@
-// User datasets as JSONL (DESIGN.md §5): one {"prompt": ..., "answer": ...} or chat
+// User datasets as JSONL: one {"prompt": ..., "answer": ...} or chat
 // {"messages": [...], "answer": ...} object per line, scored by a named verifier (verifiers.h). The
 // whole file is loaded and checked up front, so a bad line stops a run before training starts, not
 // hours into it.

@@ -1,4 +1,4 @@
-// A verifiable task (DESIGN.md §5): problems generated deterministically from a seed, and a reward
+// A verifiable task: problems generated deterministically from a seed, and a reward
 // for a completion. Built-in tasks live in builtin/, user JSONL datasets in dataset.h, and the
 // train/eval split of a task's problems in split.h.
 #pragma once

@@ -6,11 +6,11 @@
 #include <cmath>
 
 #include "streamrl/core/errors.h"
+#include "streamrl/tasks/answer.h"
 
 namespace streamrl::tasks {
 namespace {
 
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
 bool is_alnum(char c) { return is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
 bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
 bool is_option(char c) { return c >= 'A' && c <= 'E'; }

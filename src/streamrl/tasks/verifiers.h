@@ -1,4 +1,4 @@
-// Named reward verifiers for user datasets (DESIGN.md §5): "exact" (trimmed string equality),
+// Named reward verifiers for user datasets: "exact" (trimmed string equality),
 // "numeric" (last number in the completion) and "choice" (option letter A-E). Each maps a
 // (reference, completion) pair to a reward of 0 or 1.
 #pragma once

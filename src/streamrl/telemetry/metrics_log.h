@@ -1,5 +1,5 @@
 // metrics.jsonl: one JSON object per line, appended and flushed per record so a killed run keeps
-// everything it logged (DESIGN.md §11); optionally the same scalars as TensorBoard event files.
+// everything it logged; optionally the same scalars as TensorBoard event files.
 #pragma once
 
 #include <cstdio>

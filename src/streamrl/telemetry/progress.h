@@ -1,5 +1,5 @@
 // Progress display for long work: a redrawn bar on a terminal, plain periodic lines otherwise
-// (CI logs, pipes), so both stay readable (DESIGN.md §11).
+// (CI logs, pipes), so both stay readable.
 #pragma once
 
 #include <chrono>

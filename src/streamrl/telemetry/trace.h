@@ -1,6 +1,6 @@
 // Chrome Trace Event Format timelines (trace.json), viewable in Perfetto or chrome://tracing: one
 // track per role (SGS instance, trainer rank) with complete ("X") spans, so pipeline and skewness
-// bubbles are visible as gaps (DESIGN.md §12).
+// bubbles are visible as gaps.
 #pragma once
 
 #include <array>
