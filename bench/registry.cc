@@ -11,6 +11,7 @@
 #include "serve_bench.h"
 #include "skew_bench.h"
 #include "tokenizer_speed.h"
+#include "workflow_bench.h"
 
 namespace streamrl::bench {
 
@@ -53,6 +54,10 @@ const std::vector<Benchmark>& all_benchmarks() {
        run_skew_bench},
       {"tokenizer", "tokenizer.json encode/decode MB/s on a trained 2k-merge byte-level BPE",
        run_tokenizer_speed},
+      {"workflow",
+       "multi-turn calc-tool rollouts: module-level (fresh request per turn, lock-step turns) vs "
+       "KV kept across turns vs each rollout continuing at once; latency p50/p90, throughput",
+       run_workflow_bench},
   };
   return kAll;
 }

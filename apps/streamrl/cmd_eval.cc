@@ -73,6 +73,8 @@ void add_eval(CLI::App& root, CommandList& out) {
          std::printf("%s on %s: accuracy %.3f (n=%d), mean length %.1f, p90 %.0f\n",
                      a->ckpt.c_str(), task.name().c_str(), r.accuracy, r.n, r.mean_length,
                      r.p90_length);
+         if (r.uses_tools)
+           std::printf("    tool calls per problem %.2f\n", r.tool_calls_per_problem);
          auto print_sampled = [&](const rl::SampledStats& s) {
            if (r.samples == 0) return;
            std::printf("    sampled pass@1 %.3f", s.pass_at_1);

@@ -77,5 +77,34 @@ TEST(Cli, BadCheckpointsGiveOneLineErrors) {
   fs::remove_all(dir);
 }
 
+// The agentic task end to end through the CLI: SFT on its tool-calling demonstrations, eval with
+// multi-turn tool rollouts (the figure exists; a 10-step model calls tools at random), and train
+// refusing it with one line rather than scoring one-turn rollouts; bench workflow runs on it.
+TEST(Cli, AgenticTaskSftsAndEvaluatesWithToolsAndTrainRefusesIt) {
+  const std::string dir = testing_util::fresh_temp_dir("cli_agentic");
+  auto r =
+      run_streamrl({"sft", "--config", testing_util::write_tiny_sft_config(dir), "data.task=calc"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run_streamrl({"eval", "--ckpt", dir + "/runs/sft/final", "--task", "calc", "--n", "4",
+                    "--max-new-tokens", "40", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = nlohmann::json::parse(last_line(r.output));
+  EXPECT_EQ(j["task"], "calc");
+  EXPECT_GE(j["tool_calls_per_problem"].get<double>(), 0.0);
+  EXPECT_EQ(j["n"], 4);
+  // The same rollouts three ways (the bench's quick mode).
+  r = run_streamrl({"bench", "workflow", "--quick", "--json", "--ckpt", dir + "/runs/sft/final"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto w = nlohmann::json::parse(last_line(r.output));
+  EXPECT_TRUE(w["latency_speedup"]["p50"].is_number()) << w.dump();
+  EXPECT_TRUE(w["throughput_speedup"].is_number());
+  EXPECT_TRUE(w["same_trajectories"].is_number());
+  expect_input_error(
+      {"train", "--config", std::string(STREAMRL_TEST_DATA_DIR) + "/../../configs/rl_sum.yaml",
+       "data.task=calc", "policy.init_from=" + dir + "/runs/sft/final"},
+      "needs multi-turn tool rollouts");
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace streamrl

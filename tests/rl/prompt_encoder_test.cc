@@ -117,7 +117,7 @@ TEST_F(PromptEncoderTest, Llama3ChatRecordIsRenderedWithOneBosAndEndsWithEotId) 
   want.push_back(kEndHeader);
   for (int32_t id : bytes("\n\n")) want.push_back(id);
   EXPECT_EQ(enc.prompt_ids(task.problem(1)), want);
-  EXPECT_EQ(enc.target_ids(task.problem(1)), (std::vector<int32_t>{'4', kEotId}));
+  EXPECT_EQ(enc.target(task.problem(1)).ids, (std::vector<int32_t>{'4', kEotId}));
 
   // The plain record of the same dataset keeps the plain rule.
   EXPECT_EQ(enc.prompt_ids(task.problem(0)).front(), kBeginOfText);
@@ -136,7 +136,7 @@ TEST_F(PromptEncoderTest, Qwen25ChatRecordGetsDefaultSystemAndNoBos) {
                         "helpful assistant.<|im_end|>\n<|im_start|>user\n2+2?<|im_end|>\n"
                         "<|im_start|>assistant\n"));
   EXPECT_EQ(enc.prompt_ids(task.problem(1)).front(), kImStart);
-  EXPECT_EQ(enc.target_ids(task.problem(1)), (std::vector<int32_t>{'4', kImEnd}));
+  EXPECT_EQ(enc.target(task.problem(1)).ids, (std::vector<int32_t>{'4', kImEnd}));
   EXPECT_EQ(enc.stop_ids(), (std::vector<int32_t>{kImEnd, kEndOfText}));
 }
 
@@ -147,7 +147,7 @@ TEST_F(PromptEncoderTest, PlainDatasetsNeedNoTemplate) {
   EXPECT_FALSE(enc.has_chat_template());
   // Without tokenizer_config.json the EOS is found by its common name.
   EXPECT_EQ(enc.stop_ids(), (std::vector<int32_t>{kEndOfText}));
-  EXPECT_EQ(enc.target_ids(task.problem(0)), (std::vector<int32_t>{'2', kEndOfText}));
+  EXPECT_EQ(enc.target(task.problem(0)).ids, (std::vector<int32_t>{'2', kEndOfText}));
 }
 
 std::string encoder_error(const std::function<void()>& f) {

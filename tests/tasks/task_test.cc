@@ -14,7 +14,7 @@ namespace {
 
 TEST(TaskRegistry, ListsTheBuiltinsDefaultFirst) {
   const std::vector<std::string> names = task_names();
-  EXPECT_EQ(names, (std::vector<std::string>{"sum", "chain", "mul", "collatz"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"sum", "chain", "mul", "collatz", "calc"}));
   EXPECT_EQ(default_task_name(), "sum");
   for (const std::string& name : names) {
     EXPECT_EQ(get_task(name).name(), name);
@@ -28,7 +28,7 @@ TEST(TaskRegistry, UnknownNameListsTheKnownOnes) {
     FAIL() << "expected InputError";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("'summ'"), std::string::npos);
-    EXPECT_NE(std::string(e.what()).find("sum, chain, mul, collatz"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("sum, chain, mul, collatz, calc"), std::string::npos);
   }
 }
 
@@ -45,6 +45,7 @@ TEST(TaskRegistry, GenerationIsPinned) {
   EXPECT_EQ(get_task("sum").generate(42).demonstration, "1+2=3;3+3=6;6+0=6;6+8=14;#14");
   EXPECT_EQ(get_task("mul").generate(0).prompt, "488*9=");
   EXPECT_EQ(get_task("collatz").generate(42).prompt, "collatz(2439)=");
+  EXPECT_EQ(get_task("calc").generate(42).prompt, "35*29+405*28+56*69+19*96=");
 }
 
 class EveryTask : public testing::TestWithParam<std::string> {

@@ -8,15 +8,17 @@
 
 #include "streamrl/engine/static_batch.h"
 #include "streamrl/rl/sequences.h"
+#include "streamrl/rl/tool_rollout.h"
 #include "streamrl/tasks/length_stats.h"
 #include "streamrl/tasks/split.h"
 
 namespace streamrl::rl {
 namespace {
 
-// Rewards and lengths of `per_problem` completions of each problem, in problem order.
+// Rewards and lengths of `per_problem` completions of each problem, in problem order; for a
+// tool-using task also each completion's tool calls.
 struct Completions {
-  std::vector<std::vector<double>> reward, length;
+  std::vector<std::vector<double>> reward, length, tool_calls;
 };
 
 struct Decoding {
@@ -25,9 +27,44 @@ struct Decoding {
   int batch_prompts = 64;
 };
 
+engine::SamplingParams sampling(const PromptEncoder& prompts, const EvalConfig& config,
+                                const Decoding& d) {
+  engine::SamplingParams p;
+  p.temperature = d.temperature;
+  p.top_p = config.top_p;
+  p.top_k = config.top_k;
+  p.seed = config.seed;
+  p.max_new_tokens = config.max_new_tokens;
+  p.stop_token_ids = prompts.stop_ids();
+  return p;
+}
+
+// A task with tools: multi-turn rollouts on a continuous-batching engine, each turn capped at
+// max_new_tokens; a completion's length is its whole trajectory, tool results included.
+Completions complete_with_tools(model::CausalLM& model, const PromptEncoder& prompts,
+                                const tasks::Task& task,
+                                const std::vector<tasks::Problem>& problems,
+                                const EvalConfig& config, const Decoding& d) {
+  const tokenizer::Tokenizer& tok = prompts.tokenizer();
+  Completions out;
+  out.reward.assign(problems.size(), {});
+  out.length.assign(problems.size(), {});
+  out.tool_calls.assign(problems.size(), {});
+  const int batch = std::clamp(d.batch_prompts * d.per_problem, d.per_problem, 64);
+  for (const ToolRollout& r : run_task_rollouts(model, prompts, task, problems, d.per_problem,
+                                                sampling(prompts, config, d), batch)) {
+    const size_t i = static_cast<size_t>(r.sample.request_id);
+    out.reward[i].push_back(task.verify(problems[i], tok.decode(r.sample.output_ids)));
+    out.length[i].push_back(static_cast<double>(r.sample.output_ids.size()));
+    out.tool_calls[i].push_back(r.tool_calls);
+  }
+  return out;
+}
+
 Completions complete(model::CausalLM& model, const PromptEncoder& prompts, const tasks::Task& task,
                      const std::vector<tasks::Problem>& problems, const EvalConfig& config,
                      const Decoding& d) {
+  if (!task.tools().empty()) return complete_with_tools(model, prompts, task, problems, config, d);
   const tokenizer::Tokenizer& tok = prompts.tokenizer();
   // Batch problems of similar visible size together: static batches then waste fewer steps on
   // rows that finished early.
@@ -47,12 +84,7 @@ Completions complete(model::CausalLM& model, const PromptEncoder& prompts, const
       r.request_id = static_cast<int64_t>(order[k]);
       r.prompt_ids = prompts.prompt_ids(problems[order[k]]);
       r.n = d.per_problem;
-      r.params.temperature = d.temperature;
-      r.params.top_p = config.top_p;
-      r.params.top_k = config.top_k;
-      r.params.seed = config.seed;
-      r.params.max_new_tokens = config.max_new_tokens;
-      r.params.stop_token_ids = prompts.stop_ids();
+      r.params = sampling(prompts, config, d);
       reqs.push_back(std::move(r));
     }
     for (const auto& s : engine::generate_static(model, reqs)) {
@@ -124,6 +156,7 @@ nlohmann::json EvalResult::to_json() const {
                       {"p90_length", p90_length},
                       {"by_difficulty", by},
                       {"seconds", seconds}};
+  if (uses_tools) j["tool_calls_per_problem"] = tool_calls_per_problem;
   if (samples > 0) {
     j["samples"] = samples;
     j["sample_temperature"] = sample_temperature;
@@ -176,6 +209,7 @@ EvalResult evaluate(model::CausalLM& model, const PromptEncoder& prompts, const 
 
   EvalResult r;
   r.n = static_cast<int>(problems.size());
+  r.uses_tools = !task.tools().empty();
   std::vector<size_t> all;
   std::map<int, std::vector<size_t>> members;
   std::vector<double> lengths;
@@ -184,6 +218,7 @@ EvalResult evaluate(model::CausalLM& model, const PromptEncoder& prompts, const 
     members[problems[i].difficulty].push_back(i);
     r.accuracy += main.reward[i][0];
     r.mean_length += main.length[i][0];
+    if (!main.tool_calls.empty()) r.tool_calls_per_problem += main.tool_calls[i][0];
     lengths.push_back(main.length[i][0]);
     DifficultyStats& d = r.by_difficulty[problems[i].difficulty];
     d.n += 1;
@@ -194,6 +229,7 @@ EvalResult evaluate(model::CausalLM& model, const PromptEncoder& prompts, const 
   if (r.n > 0) {
     r.accuracy /= r.n;
     r.mean_length /= r.n;
+    r.tool_calls_per_problem /= r.n;
     r.p90_length = tasks::percentile(lengths, 0.9);
   }
   for (auto& [k, d] : r.by_difficulty) {

@@ -54,13 +54,17 @@ struct EvalResult {
   double accuracy = 0;     // mean reward of the main (greedy by default) pass
   double mean_length = 0;  // response tokens of the main pass
   double p90_length = 0;
+  // Tasks with tools: main-pass tool calls per problem (lengths then count whole trajectories).
+  bool uses_tools = false;
+  double tool_calls_per_problem = 0;
   int samples = 0;  // per problem in the sampled pass; 0 when there was none
   float sample_temperature = 0;
   SampledStats sampled;
   std::map<int, DifficultyStats> by_difficulty;
   double seconds = 0;
 
-  // {"n", "distinct_prompts", "accuracy", ..., "by_difficulty": {"0": {...}}}; with a sampled
+  // {"n", "distinct_prompts", "accuracy", ..., "by_difficulty": {"0": {...}}}; with tools also
+  // "tool_calls_per_problem"; with a sampled
   // pass also "samples", "sample_temperature", "pass_at_1_sampled" and "pass_at_k": {"1": ...}
   // at the top level and in each difficulty.
   nlohmann::json to_json() const;

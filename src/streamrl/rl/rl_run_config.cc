@@ -4,6 +4,7 @@
 
 #include "streamrl/core/device.h"
 #include "streamrl/core/errors.h"
+#include "streamrl/tasks/task.h"
 
 namespace streamrl::rl {
 
@@ -17,6 +18,13 @@ RlRunConfig RlRunConfig::from_config(const core::Config& root) {
   core::Config policy = root.section("policy");
   c.init_from = policy.require<std::string>("init_from");
   c.data.read(root.section("data"));
+  // One-turn generation would score a tool-calling policy's first call as its answer (0 reward
+  // for every rollout) without a word, so a tool-using task is refused until train runs them.
+  if (c.data.jsonl.empty() && !tasks::get_task(c.data.task).tools().empty()) {
+    throw InputError("data.task '" + c.data.task +
+                     "' needs multi-turn tool rollouts, which `streamrl train` does not run yet "
+                     "(`streamrl sft` and `streamrl eval` do)");
+  }
   core::Config rollout = root.section("rollout");
   rollout.get("prompts_per_iteration", c.prompts_per_iteration);
   rollout.get("group_size", c.group_size);

@@ -77,12 +77,28 @@ std::vector<int32_t> PromptEncoder::chat_prompt_ids(
   return tok_->encode(tokenizer::render_chat(*chat_, messages, /*add_generation_prompt=*/true));
 }
 
-std::vector<int32_t> PromptEncoder::target_ids(const tasks::Problem& problem) const {
-  std::vector<int32_t> ids =
-      tok_->encode(problem.demonstration.empty() ? problem.reference : problem.demonstration);
+PromptEncoder::Target PromptEncoder::target(const tasks::Problem& problem) const {
+  Target t;
+  auto add = [&t](const std::vector<int32_t>& ids, bool trained) {
+    t.ids.insert(t.ids.end(), ids.begin(), ids.end());
+    t.trained.insert(t.trained.end(), ids.size(), trained ? 1 : 0);
+  };
   const int32_t end = problem.messages.empty() ? tok_->eos_id() : end_of_turn_id_;
-  if (end >= 0) ids.push_back(end);
-  return ids;
+  if (problem.turns.empty()) {
+    add(tok_->encode(problem.demonstration.empty() ? problem.reference : problem.demonstration),
+        true);
+    if (end >= 0) add({end}, true);
+    return t;
+  }
+  if (!problem.messages.empty()) {
+    throw InputError(problem.source + ": multi-turn demonstrations need a plain-text prompt");
+  }
+  for (const auto& turn : problem.turns) {
+    add(tok_->encode(turn.reply), true);
+    if (end >= 0) add({end}, true);
+    add(tok_->encode(turn.appended), false);
+  }
+  return t;
 }
 
 SequenceBatch make_sequence_batch(const std::vector<std::vector<int32_t>>& prompts,

@@ -55,8 +55,15 @@ class PromptEncoder {
 
   // The SFT target after prompt_ids(problem): the demonstration (the reference when there is none),
   // then the token that ends it: the template's end-of-turn token for a chat problem (as the
-  // template renders an assistant turn), else EOS (none when the tokenizer has no EOS).
-  std::vector<int32_t> target_ids(const tasks::Problem& problem) const;
+  // template renders an assistant turn), else EOS (none when the tokenizer has no EOS). A
+  // multi-turn demonstration (Problem::turns, plain prompts only) is each reply and its end token,
+  // trained, then the appended tool results, encoded on their own as a rollout appends them and
+  // not trained; InputError for a chat problem with turns.
+  struct Target {
+    std::vector<int32_t> ids;
+    std::vector<uint8_t> trained;  // one flag per id
+  };
+  Target target(const tasks::Problem& problem) const;
 
   // Tokens that end a completion, each once, the tokenizer's EOS first.
   const std::vector<int32_t>& stop_ids() const { return stop_ids_; }

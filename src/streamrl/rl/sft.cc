@@ -121,31 +121,46 @@ class EpochOrder {
   std::vector<RoutingProfile> profiles_;
 };
 
-// Prompt and demonstration ids of a problem, the demonstration cut to fit `max_len`.
-std::pair<std::vector<int32_t>, std::vector<int32_t>> demonstration(const PromptEncoder& encoder,
-                                                                    const tasks::Problem& p,
-                                                                    int64_t max_len) {
-  std::vector<int32_t> prompt = encoder.prompt_ids(p);
-  std::vector<int32_t> target = encoder.target_ids(p);
-  if (static_cast<int64_t>(prompt.size() + target.size()) > max_len) {
-    target.resize(std::max<int64_t>(0, max_len - static_cast<int64_t>(prompt.size())));
+// A batch of demonstrations: prompt ids, target ids and which target tokens are trained (a
+// multi-turn demonstration's appended tool results are context only).
+struct Demos {
+  std::vector<std::vector<int32_t>> prompts, targets;
+  std::vector<std::vector<uint8_t>> trained;
+  int64_t trained_tokens = 0;
+
+  // Adds `p`'s demonstration, the target cut to fit `max_len`.
+  void add(const PromptEncoder& encoder, const tasks::Problem& p, int64_t max_len) {
+    std::vector<int32_t> prompt = encoder.prompt_ids(p);
+    PromptEncoder::Target target = encoder.target(p);
+    const int64_t room = std::max<int64_t>(0, max_len - static_cast<int64_t>(prompt.size()));
+    if (static_cast<int64_t>(target.ids.size()) > room) {
+      target.ids.resize(room);
+      target.trained.resize(room);
+    }
+    for (uint8_t t : target.trained) trained_tokens += t;
+    prompts.push_back(std::move(prompt));
+    targets.push_back(std::move(target.ids));
+    trained.push_back(std::move(target.trained));
   }
-  return {std::move(prompt), std::move(target)};
-}
+};
 
 // Packs demonstrations into micro-batches of at most `budget` tokens and calls fn(batch, indices)
 // on each: the one batching rule of an SFT step and of the held-out loss.
 template <class Fn>
-void for_each_micro_batch(const std::vector<std::vector<int32_t>>& prompts,
-                          const std::vector<std::vector<int32_t>>& targets, int budget, Fn&& fn) {
+void for_each_micro_batch(const Demos& demos, int budget, Fn&& fn) {
   std::vector<int64_t> lengths;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    lengths.push_back(static_cast<int64_t>(prompts[i].size() + targets[i].size()));
+  for (size_t i = 0; i < demos.prompts.size(); ++i) {
+    lengths.push_back(static_cast<int64_t>(demos.prompts[i].size() + demos.targets[i].size()));
   }
   for (const auto& micro : pack_by_token_budget(lengths, budget)) {
     std::vector<std::vector<int32_t>> mp, mc;
-    for (size_t i : micro) mp.push_back(prompts[i]), mc.push_back(targets[i]);
-    fn(make_sequence_batch(mp, mc), micro);
+    std::vector<const std::vector<uint8_t>*> mt;
+    for (size_t i : micro) {
+      mp.push_back(demos.prompts[i]);
+      mc.push_back(demos.targets[i]);
+      mt.push_back(&demos.trained[i]);
+    }
+    fn(make_sequence_batch(mp, mc, mt), micro);
   }
 }
 
@@ -155,19 +170,16 @@ double heldout_loss(model::CausalLM& model, const PromptEncoder& encoder, const 
                     uint64_t seed, int n, int micro_batch_tokens) {
   torch::NoGradGuard no_grad;
   const int64_t max_len = model->config().max_position_embeddings;
-  std::vector<std::vector<int32_t>> prompts, targets;
+  Demos demos;
   for (int i = 0; i < n; ++i) {
-    auto [prompt, target] = demonstration(
-        encoder, tasks::draw_problem(task, seed, tasks::Split::kEval, static_cast<uint64_t>(i)),
-        max_len);
-    prompts.push_back(std::move(prompt));
-    targets.push_back(std::move(target));
+    demos.add(encoder,
+              tasks::draw_problem(task, seed, tasks::Split::kEval, static_cast<uint64_t>(i)),
+              max_len);
   }
   double nll = 0;
   int64_t tokens = 0;
   for_each_micro_batch(
-      prompts, targets, micro_batch_tokens,
-      [&](const SequenceBatch& batch, const std::vector<size_t>&) {
+      demos, micro_batch_tokens, [&](const SequenceBatch& batch, const std::vector<size_t>&) {
         const auto out = model->score(batch.tokens, batch.valid);
         nll -= (out.logprobs * batch.completion.to(out.logprobs.device())).sum().item<double>();
         tokens += batch.num_completion_tokens;
@@ -245,28 +257,24 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
   double last_eval_acc = -1;
   for (int64_t step = start_step; step < c.steps; ++step) {
     const auto step_t0 = std::chrono::steady_clock::now();
-    std::vector<std::vector<int32_t>> prompts, completions;
+    Demos demos;
     std::vector<uint64_t> problems;
     for (int i = 0; i < c.batch_size; ++i) {
       const uint64_t index = data.problem(static_cast<uint64_t>(step) * c.batch_size + i);
-      auto [prompt, target] = demonstration(
-          encoder, tasks::draw_problem(task, c.run.seed, tasks::Split::kTrain, index), max_len);
+      demos.add(encoder, tasks::draw_problem(task, c.run.seed, tasks::Split::kTrain, index),
+                max_len);
       problems.push_back(index);
-      prompts.push_back(std::move(prompt));
-      completions.push_back(std::move(target));
     }
     // Token-mean over the whole batch: each micro-batch adds its summed loss divided by the
-    // batch's total completion tokens, so the split does not change the update.
-    int64_t total_tokens = 0;
-    for (const auto& t : completions) total_tokens += static_cast<int64_t>(t.size());
+    // batch's total trained tokens, so the split does not change the update.
+    const int64_t total_tokens = demos.trained_tokens;
     const double lr = lr_at(c.optim, step);
     set_lr(*optimizer, lr);
     clear_grads(*optimizer);
     loss_value = 0;
     model::MoeStats moe_stats;
     for_each_micro_batch(
-        prompts, completions, c.micro_batch_tokens,
-        [&](const SequenceBatch& batch, const auto& micro) {
+        demos, c.micro_batch_tokens, [&](const SequenceBatch& batch, const auto& micro) {
           auto out = model->score(batch.tokens, batch.valid);
           const double total = static_cast<double>(std::max<int64_t>(1, total_tokens));
           auto loss = -(out.logprobs * batch.completion.to(out.logprobs.device())).sum() / total;

@@ -5,6 +5,7 @@
 #include <bit>
 
 #include "streamrl/core/errors.h"
+#include "streamrl/tasks/builtin/calc_task.h"
 #include "streamrl/tasks/builtin/chain_task.h"
 #include "streamrl/tasks/builtin/collatz_task.h"
 #include "streamrl/tasks/builtin/mul_task.h"
@@ -19,7 +20,8 @@ const std::vector<const Task*>& builtin_tasks() {
   static const ChainTask chain;
   static const MulTask mul;
   static const CollatzTask collatz;
-  static const std::vector<const Task*> tasks = {&sum, &chain, &mul, &collatz};
+  static const CalcTask calc;
+  static const std::vector<const Task*> tasks = {&sum, &chain, &mul, &collatz, &calc};
   return tasks;
 }
 

@@ -29,6 +29,15 @@ struct Problem {
   // A chat problem's conversation up to the turn the policy answers (ends with a user message);
   // empty for a plain-text prompt.
   std::vector<tokenizer::ChatMessage> messages;
+  // A tool-using demonstration, one entry per turn: what the policy writes (a tool call, or the
+  // final answer), then, after the turn's end token, what the rollout appends (the rendered tool
+  // results: context the policy reads, never trained on; empty after the last turn). Empty for a
+  // one-turn problem. `demonstration` is then the turns' text joined, for display.
+  struct Turn {
+    std::string reply;
+    std::string appended;
+  };
+  std::vector<Turn> turns;
 };
 
 // Abstract, stateless and thread-safe: every method may be called from any thread at once.
@@ -42,8 +51,12 @@ class Task {
   // The same seed gives the same problem on every platform.
   virtual Problem generate(uint64_t seed) const = 0;
 
-  // Reward in [0, 1] for `completion` (the generated text after the prompt, without EOS).
+  // Reward in [0, 1] for `completion` (the generated text after the prompt, without EOS; for a
+  // multi-turn rollout every turn and the appended tool results).
   virtual double verify(const Problem& problem, std::string_view completion) const = 0;
+
+  // The built-in tools (tools/) a rollout offers the policy; empty: one-turn generation.
+  virtual std::vector<std::string> tools() const { return {}; }
 };
 
 // A built-in task by name. Throws InputError listing the known names when there is none.

@@ -1,6 +1,7 @@
 #include "streamrl/tools/tool_turn.h"
 
 #include "streamrl/core/errors.h"
+#include "streamrl/tools/tool_call_parser.h"
 
 namespace streamrl::tools {
 
@@ -27,6 +28,22 @@ std::string render_tool_turn(const tokenizer::ChatTemplate& chat_template,
         "the conversation");
   }
   return full.substr(at + reply.size() + eot.size());
+}
+
+std::string render_plain_tool_turn(const std::vector<ToolResult>& results) {
+  std::string out;
+  for (const auto& r : results) {
+    out.append(kToolResponseOpen).append(r.text).append(kToolResponseClose);
+  }
+  return out;
+}
+
+std::string format_tool_call(const std::string& name, const nlohmann::json& arguments) {
+  // name before arguments, as the Hermes format shows them (nlohmann's object sorts its keys).
+  std::string out(kToolCallOpen);
+  out += "{\"name\":" + nlohmann::json(name).dump() + ",\"arguments\":" + arguments.dump() + "}";
+  out.append(kToolCallClose);
+  return out;
 }
 
 }  // namespace streamrl::tools

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "streamrl/tokenizer/chat_template.h"
@@ -20,5 +21,14 @@ namespace streamrl::tools {
 std::string render_tool_turn(const tokenizer::ChatTemplate& chat_template,
                              const std::vector<tokenizer::ChatMessage>& history,
                              const std::vector<ToolResult>& results);
+
+// Plain-text prompts (no chat template, e.g. the built-in tasks on the char tokenizer): after the
+// model's reply and its EOS, each result as <tool_response>TEXT</tool_response>, nothing else.
+inline constexpr std::string_view kToolResponseOpen = "<tool_response>";
+inline constexpr std::string_view kToolResponseClose = "</tool_response>";
+std::string render_plain_tool_turn(const std::vector<ToolResult>& results);
+
+// A call as a reply writes it, compact: <tool_call>{"name":NAME,"arguments":ARGS}</tool_call>.
+std::string format_tool_call(const std::string& name, const nlohmann::json& arguments);
 
 }  // namespace streamrl::tools

@@ -1,0 +1,136 @@
+#include "workflow_bench.h"
+
+#include <filesystem>
+
+#include "rounds.h"
+#include "streamrl/core/clock.h"
+#include "streamrl/core/errors.h"
+#include "streamrl/core/stats.h"
+#include "streamrl/core/threads.h"
+#include "streamrl/model/checkpoint.h"
+#include "streamrl/rl/sequences.h"
+#include "streamrl/rl/tool_rollout.h"
+#include "streamrl/tasks/split.h"
+#include "streamrl/tasks/task.h"
+#include "streamrl/tokenizer/tokenizer.h"
+
+namespace streamrl::bench {
+namespace {
+
+struct RolloutVariant {
+  const char* name;
+  bool keep_kv;
+  bool turn_barrier;
+};
+
+// Slowest first; "streamed" is what `eval` runs.
+constexpr RolloutVariant kVariants[] = {
+    {"module", false, true}, {"kv_reuse", true, true}, {"streamed", true, false}};
+
+struct Run {
+  std::vector<double> latency;  // per rollout, seconds
+  double seconds = 0;
+  int64_t tokens = 0;
+  int tool_calls = 0;
+  std::vector<double> turns;
+  std::vector<std::vector<int32_t>> trajectories;
+};
+
+Run run_variant(model::CausalLM& lm, const rl::PromptEncoder& enc, const tasks::Task& task,
+                const std::vector<tasks::Problem>& problems, const RolloutVariant& v, int batch) {
+  engine::SamplingParams greedy;
+  greedy.temperature = 0;
+  greedy.max_new_tokens = 200;
+  greedy.stop_token_ids = enc.stop_ids();
+  rl::ToolRolloutConfig tc;
+  tc.keep_kv = v.keep_kv;
+  tc.turn_barrier = v.turn_barrier;
+  const auto t0 = core::Clock::now();
+  Run out;
+  for (rl::ToolRollout& r : rl::run_task_rollouts(lm, enc, task, problems, 1, greedy, batch, tc)) {
+    out.latency.push_back(r.seconds);
+    out.tokens += static_cast<int64_t>(r.sample.output_ids.size());
+    out.tool_calls += r.tool_calls;
+    out.turns.push_back(r.sample.turns);
+    out.trajectories.push_back(std::move(r.sample.output_ids));
+  }
+  out.seconds = core::seconds_since(t0);
+  return out;
+}
+
+}  // namespace
+
+nlohmann::json run_workflow_bench(const BenchOptions& options) {
+  const int threads = options.threads > 0 ? options.threads : 1;
+  core::apply_core_budget(threads);
+  const std::filesystem::path ckpt = options.ckpt.empty() ? source_path("runs/sft_calc/final")
+                                                          : std::filesystem::path(options.ckpt);
+  if (!std::filesystem::exists(ckpt / "config.json")) {
+    throw InputError("bench workflow needs a policy that calls tools: " + ckpt.string() +
+                     " has no checkpoint (run `streamrl sft --config configs/sft_calc.yaml`, or "
+                     "give --ckpt)");
+  }
+  model::CausalLM lm = model::load_model(ckpt);
+  auto tok = tokenizer::load_tokenizer(ckpt);
+  const rl::PromptEncoder enc = rl::PromptEncoder::for_checkpoint(*tok, ckpt);
+  const tasks::Task& task = tasks::get_task("calc");
+  const int n = options.quick ? 8 : 64;
+  const int batch = options.quick ? 4 : 16;
+  std::vector<tasks::Problem> problems;
+  for (int i = 0; i < n; ++i)
+    problems.push_back(tasks::draw_problem(task, 0, tasks::Split::kEval, i));
+
+  torch::NoGradGuard no_grad;
+  Rounds log("workflow", threads);
+  const int rounds = options.quick ? 1 : 5;
+  std::map<std::string, Run> last;
+  for (int round = 0; round < rounds; ++round) {
+    log.begin_round(round);
+    for (const RolloutVariant& v : kVariants) {
+      Run run = run_variant(lm, enc, task, problems, v, batch);
+      const std::string name = v.name;
+      log.add(name + "_p50_s", core::percentile(run.latency, 0.5));
+      log.add(name + "_p90_s", core::percentile(run.latency, 0.9));
+      log.add(name + "_total_s", run.seconds);
+      last[name] = std::move(run);
+    }
+  }
+  const Run& module = last["module"];
+  const Run& streamed = last["streamed"];
+  int same = 0;
+  for (size_t i = 0; i < module.trajectories.size(); ++i) {
+    same += module.trajectories[i] == streamed.trajectories[i];
+  }
+  // How much of the p50 gain each change brings: kv_reuse over module, then streamed over that.
+  const double m = log.median("module_p50_s"), k = log.median("kv_reuse_p50_s"),
+               s = log.median("streamed_p50_s");
+  const double gain = m - s;
+  return {
+      {"rollouts", n},
+      {"max_batch_size", batch},
+      {"threads", threads},
+      {"checkpoint", ckpt.string()},
+      {"tool_calls_per_rollout", static_cast<double>(streamed.tool_calls) / n},
+      {"turns",
+       {{"p50", core::percentile(streamed.turns, 0.5)},
+        {"p90", core::percentile(streamed.turns, 0.9)},
+        {"max", core::percentile(streamed.turns, 1.0)}}},
+      {"tokens_per_rollout", static_cast<double>(streamed.tokens) / n},
+      {"same_trajectories", static_cast<double>(same) / n},
+      {"latency_speedup",
+       {{"p50", log.ratio_median("module_p50_s", "streamed_p50_s")},
+        {"p90", log.ratio_median("module_p90_s", "streamed_p90_s")}}},
+      {"latency_speedup_rounds", log.ratio("module_p50_s", "streamed_p50_s")},
+      {"throughput_speedup", log.ratio_median("module_total_s", "streamed_total_s")},
+      {"throughput_speedup_rounds", log.ratio("module_total_s", "streamed_total_s")},
+      {"ablation_p50_share",
+       {{"kv_reuse", gain > 0 ? (m - k) / gain : 0.0},
+        {"no_turn_barrier", gain > 0 ? (k - s) / gain : 0.0}}},
+      {"kv_reuse_latency_speedup_p50", log.ratio_median("module_p50_s", "kv_reuse_p50_s")},
+      {"seconds_rounds", log.to_json()},
+      {"load", log.load_json()},
+      {"goal_latency_speedup", 1.5},
+  };
+}
+
+}  // namespace streamrl::bench

@@ -1,0 +1,192 @@
+#include "streamrl/rl/tool_rollout.h"
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <utility>
+
+#include "streamrl/core/clock.h"
+#include "streamrl/core/errors.h"
+#include "streamrl/tools/calc_tool.h"
+#include "streamrl/tools/tool_call_parser.h"
+#include "streamrl/tools/tool_turn.h"
+
+namespace streamrl::rl {
+namespace {
+
+using Key = std::pair<int64_t, int32_t>;  // the caller's request id and sample index
+
+struct Rollout {
+  engine::SamplingParams params;  // the caller's; each later turn is capped at max_new_tokens
+  std::vector<int32_t> prompt;
+  engine::Sample trajectory;      // without keep_kv: the turns so far, assembled here
+  size_t turn_start = 0;          // with keep_kv: where the current turn starts in output_ids
+  std::vector<int32_t> appended;  // the last tool results, before the turn now running
+  ToolRollout result;
+};
+
+// Appends a fresh request's turn (its whole output) after `appended` to a trajectory.
+void append_turn(engine::Sample* t, const std::vector<int32_t>& appended, engine::Sample&& turn) {
+  if (t->sampled_mask.empty()) t->sampled_mask.assign(t->output_ids.size(), 1);
+  t->output_ids.insert(t->output_ids.end(), appended.begin(), appended.end());
+  t->logprobs.insert(t->logprobs.end(), appended.size(), 0.0f);
+  t->sampled_mask.insert(t->sampled_mask.end(), appended.size(), 0);
+  t->output_ids.insert(t->output_ids.end(), turn.output_ids.begin(), turn.output_ids.end());
+  t->logprobs.insert(t->logprobs.end(), turn.logprobs.begin(), turn.logprobs.end());
+  t->sampled_mask.insert(t->sampled_mask.end(), turn.output_ids.size(), 1);
+  t->finish_reason = turn.finish_reason;
+  t->turns += 1;
+}
+
+}  // namespace
+
+tools::ToolRunner builtin_tool_runner(const std::vector<std::string>& names,
+                                      const tools::ToolLimits& limits) {
+  tools::ToolRunner runner(limits);
+  for (const std::string& name : names) {
+    if (name == "calc") {
+      runner.add(std::make_shared<tools::CalcTool>());
+    } else {
+      throw InputError("unknown built-in tool '" + name + "' (known: calc)");
+    }
+  }
+  return runner;
+}
+
+std::vector<ToolRollout> run_tool_rollouts(engine::Engine& engine,
+                                           std::vector<engine::Request> requests,
+                                           const tools::ToolRunner& runner,
+                                           const tokenizer::Tokenizer& tok,
+                                           const ToolRolloutConfig& config) {
+  const auto t0 = core::Clock::now();
+  std::vector<engine::Sample> finished_turns;  // filled by the callbacks, inside step()
+  auto on_sample = [&finished_turns](engine::Sample&& s) {
+    finished_turns.push_back(std::move(s));
+  };
+  std::map<Key, Rollout> rollouts;
+  std::map<int64_t, Key> fresh;  // without keep_kv: a later turn's request id -> its rollout
+  int64_t next_id = 0;
+  size_t open = 0;
+  for (engine::Request& r : requests) {
+    for (int i = 0; i < r.n; ++i) {
+      Rollout& ro = rollouts[{r.request_id, i}];
+      ro.params = r.params;
+      ro.prompt = r.prompt_ids;
+    }
+    next_id = std::max(next_id, r.request_id + 1);
+    open += static_cast<size_t>(r.n);
+    r.hold_kv = config.keep_kv;
+    r.on_token = nullptr;
+    r.on_sample = on_sample;
+    engine.add_request(std::move(r));
+  }
+  std::map<Key, ToolRollout> done;
+  auto finish = [&](const Key& key, Rollout& ro, engine::Sample&& last) {
+    if (config.keep_kv) {
+      engine.release_sample(key.first, key.second);
+      ro.result.sample = std::move(last);
+    } else {
+      ro.result.sample = std::move(ro.trajectory);
+    }
+    ro.result.seconds = core::seconds_since(t0);
+    done[key] = std::move(ro.result);
+    --open;
+  };
+  while (open > 0) {
+    bool progress = true;
+    if (config.turn_barrier) {
+      engine.run_until_idle();  // every running turn finishes before any continues
+      progress = !finished_turns.empty();
+    } else {
+      progress = engine.step() || !finished_turns.empty();
+    }
+    if (!progress) {
+      throw RuntimeFailure("tool rollouts: the engine stopped with " + std::to_string(open) +
+                           " rollouts unfinished");
+    }
+    std::vector<engine::Sample> turns = std::move(finished_turns);
+    finished_turns.clear();
+    for (engine::Sample& s : turns) {
+      const auto f = fresh.find(s.request_id);
+      const Key key = f != fresh.end() ? f->second : Key{s.request_id, s.sample_index};
+      Rollout& ro = rollouts.at(key);
+      // This turn's tokens: after what the held sample had before it, or a fresh request's all.
+      const size_t start = config.keep_kv ? std::min(ro.turn_start, s.output_ids.size()) : 0;
+      const std::string reply = tok.decode(std::vector<int32_t>(
+          s.output_ids.begin() + static_cast<std::ptrdiff_t>(start), s.output_ids.end()));
+      const bool stopped = s.finish_reason == engine::FinishReason::kStop;
+      int turns = s.turns;
+      if (!config.keep_kv) {
+        if (f == fresh.end()) {
+          ro.trajectory = std::move(s);  // the first turn
+        } else {
+          append_turn(&ro.trajectory, ro.appended, std::move(s));
+          fresh.erase(f);
+        }
+        turns = ro.trajectory.turns;
+      }
+      const std::vector<tools::ToolCall> calls = tools::parse_tool_calls(reply);
+      if (calls.empty() || !stopped || turns >= config.max_turns) {
+        finish(key, ro, std::move(s));
+        continue;
+      }
+      std::vector<tools::ToolResult> results;
+      for (const tools::ToolCall& call : calls) {
+        results.push_back(runner.call(call));
+        ro.result.tool_calls += 1;
+        ro.result.tool_errors += results.back().status != tools::ToolStatus::kOk;
+      }
+      ro.appended = tok.encode(tools::render_plain_tool_turn(results));
+      if (config.keep_kv) {
+        ro.turn_start = s.output_ids.size() + ro.appended.size();
+        engine.continue_sample({key.first, key.second, ro.appended, config.max_new_tokens});
+        continue;
+      }
+      engine::Request next;
+      next.request_id = next_id++;
+      next.prompt_ids = ro.prompt;
+      next.prompt_ids.insert(next.prompt_ids.end(), ro.trajectory.output_ids.begin(),
+                             ro.trajectory.output_ids.end());
+      next.prompt_ids.insert(next.prompt_ids.end(), ro.appended.begin(), ro.appended.end());
+      next.params = ro.params;
+      next.params.max_new_tokens = config.max_new_tokens;
+      next.on_sample = on_sample;
+      try {
+        engine.add_request(std::move(next));
+        fresh[next_id - 1] = key;
+      } catch (const InputError&) {  // the conversation no longer fits max_seq_len
+        finish(key, ro, engine::Sample{});
+      }
+    }
+  }
+  engine.step();  // applies the releases queued above, so no slot stays held on return
+  std::vector<ToolRollout> out;
+  out.reserve(done.size());
+  for (auto& [key, r] : done) out.push_back(std::move(r));
+  return out;
+}
+
+std::vector<ToolRollout> run_task_rollouts(model::CausalLM& model, const PromptEncoder& prompts,
+                                           const tasks::Task& task,
+                                           const std::vector<tasks::Problem>& problems, int n,
+                                           const engine::SamplingParams& params, int max_batch_size,
+                                           ToolRolloutConfig config) {
+  engine::EngineConfig ec;
+  ec.max_batch_size = std::max(max_batch_size, n);
+  ec.max_seq_len = static_cast<int>(model->config().max_position_embeddings);
+  engine::Engine engine(model, ec);
+  std::vector<engine::Request> reqs;
+  for (size_t i = 0; i < problems.size(); ++i) {
+    engine::Request r;
+    r.request_id = static_cast<int64_t>(i);
+    r.prompt_ids = prompts.prompt_ids(problems[i]);
+    r.n = n;
+    r.params = params;
+    reqs.push_back(std::move(r));
+  }
+  config.max_new_tokens = params.max_new_tokens;
+  return run_tool_rollouts(engine, std::move(reqs), builtin_tool_runner(task.tools()),
+                           prompts.tokenizer(), config);
+}
+
+}  // namespace streamrl::rl

@@ -1,0 +1,60 @@
+// Multi-turn, tool-using rollouts on one engine. Each sample keeps its KV cache across turns: a
+// turn that ends with tool calls gets the results appended (tools::render_plain_tool_turn) and
+// only those tokens prefilled, and the next turn is sampled, until a turn without a call, a turn
+// cut off by its token cap, max_turns, or the engine's max_seq_len. Rollouts that finish a turn
+// continue at once, so turns of different rollouts share decode steps.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "streamrl/engine/engine.h"
+#include "streamrl/rl/sequences.h"
+#include "streamrl/tasks/task.h"
+#include "streamrl/tokenizer/tokenizer.h"
+#include "streamrl/tools/tool.h"
+
+namespace streamrl::rl {
+
+struct ToolRolloutConfig {
+  int max_turns = 8;         // replies per rollout, the last one included
+  int max_new_tokens = 256;  // per turn
+  // The slower ways agent frameworks run rollouts, for `bench workflow`'s ablation:
+  // keep_kv false: each turn is a fresh request that prefills the whole conversation again;
+  // turn_barrier true: finished turns wait until no turn is running, then all continue together.
+  bool keep_kv = true;
+  bool turn_barrier = false;
+};
+
+struct ToolRollout {
+  // Every turn and appended result in output_ids; sampled_mask marks the policy's tokens (all of
+  // them when the rollout has one turn: then it is empty, as for any one-turn sample).
+  engine::Sample sample;
+  int tool_calls = 0;
+  int tool_errors = 0;  // calls answered with an error (malformed, unknown tool, timeout, ...)
+  double seconds = 0;   // from run_tool_rollouts' start to this rollout's end
+};
+
+// Runs `requests` (prompt ids, n, sampling params; hold_kv and the callbacks are set here, and
+// params.max_new_tokens is the first turn's cap) to the end of their rollouts on `engine`, stepping
+// it on this thread. Returns the rollouts ordered by request, then sample index.
+std::vector<ToolRollout> run_tool_rollouts(engine::Engine& engine,
+                                           std::vector<engine::Request> requests,
+                                           const tools::ToolRunner& runner,
+                                           const tokenizer::Tokenizer& tok,
+                                           const ToolRolloutConfig& config);
+
+// `n` rollouts of each of `problems` (request id = index) with `task`'s tools, greedy or sampled
+// per `params` (its max_new_tokens caps every turn), on a fresh engine over `model` with
+// `max_batch_size` slots of the model's full length.
+std::vector<ToolRollout> run_task_rollouts(model::CausalLM& model, const PromptEncoder& prompts,
+                                           const tasks::Task& task,
+                                           const std::vector<tasks::Problem>& problems, int n,
+                                           const engine::SamplingParams& params, int max_batch_size,
+                                           ToolRolloutConfig config = {});
+
+// A runner with the built-in tools of `names` ("calc"); InputError for an unknown name.
+tools::ToolRunner builtin_tool_runner(const std::vector<std::string>& names,
+                                      const tools::ToolLimits& limits = {});
+
+}  // namespace streamrl::rl
