@@ -129,7 +129,9 @@ INSTANTIATE_TEST_SUITE_P(
                     Shape{4, 2, true, false, {12, 5, 9}, false, 3},    // GQA 2, right padding
                     Shape{4, 1, false, true, {12, 5, 9, 1}, true, 4},  // MQA, left pad, QKV bias
                     Shape{2, 2, true, true, {16, 16}, false, 16},      // prefill only
-                    Shape{8, 2, false, false, {3, 14, 7, 10, 2}, true, 2}));  // GQA 4
+                    Shape{8, 2, false, false, {3, 14, 7, 10, 2}, true, 2},  // GQA 4
+                    Shape{
+                        1, 1, false, true, {10, 6}, false, 3}));  // head size 32: fixed-size kernel
 
 TEST(Transformer, ParameterNamesFollowHuggingFace) {
   CausalLM untied(tiny_config(4, 2, false, true));

@@ -12,20 +12,22 @@
 namespace streamrl::model {
 namespace {
 
-// One sequence's attention for the G query heads that share a kv head: every key and value row is
-// read once for all G of them (GQA), and the whole loop nest is one function, compiled for AVX2 and
-// baseline x86-64 (the loader picks one per CPU), so the hd-long inner loops inline and vectorise
-// (-ffast-math lets them reassociate; see CMake) instead of costing a call per key per head.
-// q [G, hd], k and v [len, hd] rows, w scratch [G, len], out [G, hd] accumulated into (zeroed).
-__attribute__((target_clones("avx2", "default"))) void attend_kv_head(
-    const float* q, const float* k, const float* v, int64_t len, int64_t hd, int64_t G, float sc,
-    float* w, float* out) {
+// One sequence's attention for the G query heads that share a kv head: every key row is read once
+// for all G of them (GQA); the values, once per head from cache. q [G, hd], k and v [len, hd] rows,
+// w scratch [G, len], out [G, hd] accumulated into (zeroed). HD > 0 fixes the head size at compile
+// time, so the hd-long loops unroll and the output rows stay in registers across keys; HD = 0 reads
+// it from `hd`.
+template <int HD>
+__attribute__((always_inline)) inline void attend_body(const float* q, const float* k,
+                                                       const float* v, int64_t len, int64_t hd,
+                                                       int64_t G, float sc, float* w, float* out) {
+  const int64_t d = HD > 0 ? HD : hd;
   for (int64_t l = 0; l < len; ++l) {
-    const float* kl = k + l * hd;
+    const float* kl = k + l * d;
     for (int64_t g = 0; g < G; ++g) {
-      const float* qg = q + g * hd;
+      const float* qg = q + g * d;
       float s = 0;
-      for (int64_t i = 0; i < hd; ++i) s += qg[i] * kl[i];
+      for (int64_t i = 0; i < d; ++i) s += qg[i] * kl[i];
       w[g * len + l] = s * sc;
     }
   }
@@ -40,13 +42,47 @@ __attribute__((target_clones("avx2", "default"))) void attend_kv_head(
     const float inv = 1.0f / sum;
     for (int64_t l = 0; l < len; ++l) wg[l] *= inv;
   }
-  for (int64_t l = 0; l < len; ++l) {
-    const float* vl = v + l * hd;
-    for (int64_t g = 0; g < G; ++g) {
-      const float a = w[g * len + l];
-      float* og = out + g * hd;
-      for (int64_t i = 0; i < hd; ++i) og[i] += a * vl[i];
+  for (int64_t g = 0; g < G; ++g) {
+    float acc[HD > 0 ? HD : 1];
+    float* o = HD > 0 ? acc : out + g * d;
+    if constexpr (HD > 0) std::fill(acc, acc + HD, 0.0f);
+    const float* wg = w + g * len;
+    for (int64_t l = 0; l < len; ++l) {
+      const float* vl = v + l * d;
+      const float a = wg[l];
+      for (int64_t i = 0; i < d; ++i) o[i] += a * vl[i];
     }
+    if constexpr (HD > 0) std::copy(acc, acc + HD, out + g * d);
+  }
+}
+
+// The loop nest as whole functions compiled for AVX2 and baseline x86-64 (the loader picks one
+// per CPU), so the inner loops inline and vectorise (-ffast-math lets them reassociate; see
+// CMake) instead of costing a call per key per head. Common head sizes get their own copies.
+#define STREAMRL_ATTEND(NAME, HD)                                                         \
+  __attribute__((target_clones("avx2", "default"))) void NAME(                            \
+      const float* q, const float* k, const float* v, int64_t len, int64_t hd, int64_t G, \
+      float sc, float* w, float* out) {                                                   \
+    attend_body<HD>(q, k, v, len, hd, G, sc, w, out);                                     \
+  }
+STREAMRL_ATTEND(attend_any, 0)
+STREAMRL_ATTEND(attend_32, 32)
+STREAMRL_ATTEND(attend_64, 64)
+STREAMRL_ATTEND(attend_128, 128)
+#undef STREAMRL_ATTEND
+
+using AttendFn = void (*)(const float*, const float*, const float*, int64_t, int64_t, int64_t,
+                          float, float*, float*);
+AttendFn attend_for(int64_t hd) {
+  switch (hd) {
+    case 32:
+      return attend_32;
+    case 64:
+      return attend_64;
+    case 128:
+      return attend_128;
+    default:
+      return attend_any;
   }
 }
 
@@ -96,6 +132,7 @@ torch::Tensor decode_attention(const torch::Tensor& q, const torch::Tensor& k_ca
   const int64_t* sp = slots.data_ptr<int64_t>();
   const int64_t* lp = lens.data_ptr<int64_t>();
   const float sc = static_cast<float>(scale);
+  const AttendFn attend_kv_head = attend_for(hd);
   at::parallel_for(0, N, 1, [&](int64_t begin, int64_t end) {
     std::vector<float> w;
     for (int64_t n = begin; n < end; ++n) {

@@ -7,7 +7,9 @@
 
 #include "streamrl/core/device.h"
 #include "streamrl/model/decode_attention.h"
+#include "streamrl/model/fused_linear.h"
 #include "streamrl/model/kv_cache.h"
+#include "streamrl/model/swiglu.h"
 
 namespace streamrl::model {
 namespace {
@@ -115,6 +117,10 @@ struct CausalLMImpl::Layer : torch::nn::Module {
     }
     register_module("input_layernorm", param_holder(torch::ones({d}), &input_norm));
     register_module("post_attention_layernorm", param_holder(torch::ones({d}), &post_norm));
+    qkv = std::make_unique<FusedLinear>(std::vector<torch::nn::Linear>{q_proj, k_proj, v_proj});
+    if (!moe) {
+      gate_up = std::make_unique<FusedLinear>(std::vector<torch::nn::Linear>{gate_proj, up_proj});
+    }
   }
 
   torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
@@ -122,6 +128,8 @@ struct CausalLMImpl::Layer : torch::nn::Module {
   MoeBlock moe{nullptr};                                                       // MoE layers
   Tensor input_norm, post_norm;                                                // [D]
   Tensor q_norm, k_norm;  // [head_dim], Qwen3 only
+  // The inference path's fused projections (small models on the CPU; see fuse_inference_).
+  std::unique_ptr<FusedLinear> qkv, gate_up;
 };
 
 // Where the inference path stores new keys/values: flat (slot, position) pairs of valid tokens and
@@ -168,6 +176,12 @@ CausalLMImpl::CausalLMImpl(const ModelConfig& config, uint64_t seed) : config_(c
     }
   }
 
+  // Fused projections cost a second copy of the q/k/v and gate/up weights; worth it where GEMM
+  // calls, not FLOPs, dominate a decode step (hidden sizes up to ~1k), not for large models.
+  const int64_t fused_elements =
+      c.hidden_size *
+      ((c.num_attention_heads + 2 * c.num_key_value_heads) * c.head_dim + 2 * c.intermediate_size);
+  fuse_inference_ = fused_elements <= (int64_t{4} << 20);
   // RoPE tables for every position the config allows: angle[p, i] = p * inv_freq[i mod hd/2].
   auto inv_freq = torch::tensor(c.rope_inv_freq(), torch::kFloat64);
   auto pos = torch::arange(c.max_position_embeddings, torch::kFloat64);
@@ -194,12 +208,22 @@ Tensor CausalLMImpl::run(const Tensor& tokens, const Tensor& positions, const Te
   const Tensor attn_mask = mask.defined() ? attention_mask(mask) : mask;  // training path only
   Tensor h = embed_tokens_->forward(tokens);                              // [B, T, D]
   size_t moe_index = 0;
+  const bool fuse =
+      cache != nullptr && fuse_inference_ && h.is_cpu() && !torch::GradMode::is_enabled();
   for (size_t li = 0; li < layers_.size(); ++li) {
     Layer& layer = *layers_[li];
     Tensor x = rms_norm(h, layer.input_norm, c.rms_norm_eps);
-    Tensor q = layer.q_proj->forward(x).view({B, T, H, hd});
-    Tensor k = layer.k_proj->forward(x).view({B, T, Hkv, hd});
-    Tensor v = layer.v_proj->forward(x).view({B, T, Hkv, hd});
+    Tensor q, k, v;
+    if (fuse) {
+      const Tensor qkv = layer.qkv->forward(x);  // [B, T, (H + 2 Hkv) hd]
+      q = qkv.narrow(-1, 0, H * hd).view({B, T, H, hd});
+      k = qkv.narrow(-1, H * hd, Hkv * hd).view({B, T, Hkv, hd});
+      v = qkv.narrow(-1, (H + Hkv) * hd, Hkv * hd).view({B, T, Hkv, hd});
+    } else {
+      q = layer.q_proj->forward(x).view({B, T, H, hd});
+      k = layer.k_proj->forward(x).view({B, T, Hkv, hd});
+      v = layer.v_proj->forward(x).view({B, T, Hkv, hd});
+    }
     if (layer.q_norm.defined()) {  // Qwen3: per-head RMSNorm before RoPE
       q = rms_norm(q, layer.q_norm, c.rms_norm_eps);
       k = rms_norm(k, layer.k_norm, c.rms_norm_eps);
@@ -251,6 +275,8 @@ Tensor CausalLMImpl::run(const Tensor& tokens, const Tensor& positions, const Te
       ++moe_index;
       mlp = layer.moe->forward(y.reshape({B * T, -1}), gating_, trace, replay, apply_forced)
                 .view(y.sizes());
+    } else if (fuse) {
+      mlp = layer.down_proj->forward(swiglu(layer.gate_up->forward(y)));
     } else {
       mlp = layer.down_proj->forward(torch::silu(layer.gate_proj->forward(y)) *
                                      layer.up_proj->forward(y));

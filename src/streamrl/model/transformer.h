@@ -112,6 +112,7 @@ class CausalLMImpl : public torch::nn::Module {
   torch::Tensor lm_head_;              // [V, D]; undefined when tied
   torch::Tensor rope_cos_, rope_sin_;  // [max_positions, head_dim] fp32, on the weights' device
   torch::ScalarType autocast_dtype_ = torch::kFloat32;
+  bool fuse_inference_ = false;  // the CPU inference path runs fused q/k/v and gate/up GEMMs
 };
 TORCH_MODULE(CausalLM);
 
