@@ -10,6 +10,7 @@
 #include "streamrl/rl/sequences.h"
 #include "streamrl/tasks/builtin/calc_task.h"
 #include "streamrl/tokenizer/char_tokenizer.h"
+#include "streamrl/tools/builtin_tools.h"
 #include "tiny_model.h"
 
 namespace streamrl::rl {
@@ -61,7 +62,8 @@ TEST(ToolRollout, ReplaysAMemorisedTwoCallRolloutWithTheRealTool) {
   reqs.push_back(request(1, enc.prompt_ids(tasks::make_calc_problem({5}, {7})), enc, 0.0f));
   ToolRolloutConfig config;
   config.max_turns = 4;
-  const auto rollouts = run_tool_rollouts(engine, reqs, builtin_tool_runner({"calc"}), tok, config);
+  const auto rollouts =
+      run_tool_rollouts(engine, reqs, tools::builtin_tool_runner({"calc"}), tok, config);
   ASSERT_EQ(rollouts.size(), 3u);
   EXPECT_EQ(engine.held_samples(), 0);  // every slot released
   for (int i = 0; i < 2; ++i) {
@@ -87,7 +89,8 @@ TEST(ToolRollout, ReplaysAMemorisedTwoCallRolloutWithTheRealTool) {
     slow.keep_kv = keep_kv;
     slow.turn_barrier = true;
     engine::Engine other(lm, ec);
-    const auto again = run_tool_rollouts(other, reqs, builtin_tool_runner({"calc"}), tok, slow);
+    const auto again =
+        run_tool_rollouts(other, reqs, tools::builtin_tool_runner({"calc"}), tok, slow);
     ASSERT_EQ(again.size(), rollouts.size());
     for (size_t i = 0; i < 2; ++i) {
       EXPECT_EQ(again[i].sample.output_ids, rollouts[i].sample.output_ids) << keep_kv;
@@ -109,7 +112,7 @@ TEST(ToolRollout, TrainerLogprobsOfAMultiTurnTrajectoryMatchTheEngines) {
   ec.max_seq_len = 512;
   engine::Engine engine(lm, ec);
   const auto rollouts = run_tool_rollouts(engine, {request(0, enc.prompt_ids(p), enc, 1.0f, 4)},
-                                          builtin_tool_runner({"calc"}), tok, {});
+                                          tools::builtin_tool_runner({"calc"}), tok, {});
   ASSERT_EQ(rollouts.size(), 4u);
   torch::NoGradGuard no_grad;
   int multi_turn = 0;

@@ -7,7 +7,7 @@
 
 #include "streamrl/core/clock.h"
 #include "streamrl/core/errors.h"
-#include "streamrl/tools/calc_tool.h"
+#include "streamrl/tools/builtin_tools.h"
 #include "streamrl/tools/tool_call_parser.h"
 #include "streamrl/tools/tool_turn.h"
 
@@ -17,8 +17,9 @@ namespace {
 using Key = std::pair<int64_t, int32_t>;  // the caller's request id and sample index
 
 struct Rollout {
-  engine::SamplingParams params;  // the caller's; each later turn is capped at max_new_tokens
-  std::vector<int32_t> prompt;
+  int max_new_tokens = 0;         // every turn's cap
+  engine::SamplingParams params;  // without keep_kv: a later turn's request repeats the first's
+  std::vector<int32_t> prompt;    // params and prompt
   engine::Sample trajectory;      // without keep_kv: the turns so far, assembled here
   size_t turn_start = 0;          // with keep_kv: where the current turn starts in output_ids
   std::vector<int32_t> appended;  // the last tool results, before the turn now running
@@ -40,19 +41,6 @@ void append_turn(engine::Sample* t, const std::vector<int32_t>& appended, engine
 
 }  // namespace
 
-tools::ToolRunner builtin_tool_runner(const std::vector<std::string>& names,
-                                      const tools::ToolLimits& limits) {
-  tools::ToolRunner runner(limits);
-  for (const std::string& name : names) {
-    if (name == "calc") {
-      runner.add(std::make_shared<tools::CalcTool>());
-    } else {
-      throw InputError("unknown built-in tool '" + name + "' (known: calc)");
-    }
-  }
-  return runner;
-}
-
 std::vector<ToolRollout> run_tool_rollouts(engine::Engine& engine,
                                            std::vector<engine::Request> requests,
                                            const tools::ToolRunner& runner,
@@ -70,8 +58,11 @@ std::vector<ToolRollout> run_tool_rollouts(engine::Engine& engine,
   for (engine::Request& r : requests) {
     for (int i = 0; i < r.n; ++i) {
       Rollout& ro = rollouts[{r.request_id, i}];
-      ro.params = r.params;
-      ro.prompt = r.prompt_ids;
+      ro.max_new_tokens = r.params.max_new_tokens;
+      if (!config.keep_kv) {
+        ro.params = r.params;
+        ro.prompt = r.prompt_ids;
+      }
     }
     next_id = std::max(next_id, r.request_id + 1);
     open += static_cast<size_t>(r.n);
@@ -139,7 +130,7 @@ std::vector<ToolRollout> run_tool_rollouts(engine::Engine& engine,
       ro.appended = tok.encode(tools::render_plain_tool_turn(results));
       if (config.keep_kv) {
         ro.turn_start = s.output_ids.size() + ro.appended.size();
-        engine.continue_sample({key.first, key.second, ro.appended, config.max_new_tokens});
+        engine.continue_sample({key.first, key.second, ro.appended, ro.max_new_tokens});
         continue;
       }
       engine::Request next;
@@ -149,7 +140,6 @@ std::vector<ToolRollout> run_tool_rollouts(engine::Engine& engine,
                              ro.trajectory.output_ids.end());
       next.prompt_ids.insert(next.prompt_ids.end(), ro.appended.begin(), ro.appended.end());
       next.params = ro.params;
-      next.params.max_new_tokens = config.max_new_tokens;
       next.on_sample = on_sample;
       try {
         engine.add_request(std::move(next));
@@ -170,7 +160,7 @@ std::vector<ToolRollout> run_task_rollouts(model::CausalLM& model, const PromptE
                                            const tasks::Task& task,
                                            const std::vector<tasks::Problem>& problems, int n,
                                            const engine::SamplingParams& params, int max_batch_size,
-                                           ToolRolloutConfig config) {
+                                           const ToolRolloutConfig& config) {
   engine::EngineConfig ec;
   ec.max_batch_size = std::max(max_batch_size, n);
   ec.max_seq_len = static_cast<int>(model->config().max_position_embeddings);
@@ -184,8 +174,7 @@ std::vector<ToolRollout> run_task_rollouts(model::CausalLM& model, const PromptE
     r.params = params;
     reqs.push_back(std::move(r));
   }
-  config.max_new_tokens = params.max_new_tokens;
-  return run_tool_rollouts(engine, std::move(reqs), builtin_tool_runner(task.tools()),
+  return run_tool_rollouts(engine, std::move(reqs), tools::builtin_tool_runner(task.tools()),
                            prompts.tokenizer(), config);
 }
 

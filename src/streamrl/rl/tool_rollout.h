@@ -17,8 +17,7 @@
 namespace streamrl::rl {
 
 struct ToolRolloutConfig {
-  int max_turns = 8;         // replies per rollout, the last one included
-  int max_new_tokens = 256;  // per turn
+  int max_turns = 8;  // replies per rollout, the last one included
   // The slower ways agent frameworks run rollouts, for `bench workflow`'s ablation:
   // keep_kv false: each turn is a fresh request that prefills the whole conversation again;
   // turn_barrier true: finished turns wait until no turn is running, then all continue together.
@@ -36,7 +35,7 @@ struct ToolRollout {
 };
 
 // Runs `requests` (prompt ids, n, sampling params; hold_kv and the callbacks are set here, and
-// params.max_new_tokens is the first turn's cap) to the end of their rollouts on `engine`, stepping
+// params.max_new_tokens caps every turn) to the end of their rollouts on `engine`, stepping
 // it on this thread. Returns the rollouts ordered by request, then sample index.
 std::vector<ToolRollout> run_tool_rollouts(engine::Engine& engine,
                                            std::vector<engine::Request> requests,
@@ -45,16 +44,12 @@ std::vector<ToolRollout> run_tool_rollouts(engine::Engine& engine,
                                            const ToolRolloutConfig& config);
 
 // `n` rollouts of each of `problems` (request id = index) with `task`'s tools, greedy or sampled
-// per `params` (its max_new_tokens caps every turn), on a fresh engine over `model` with
+// per `params`, on a fresh engine over `model` with
 // `max_batch_size` slots of the model's full length.
 std::vector<ToolRollout> run_task_rollouts(model::CausalLM& model, const PromptEncoder& prompts,
                                            const tasks::Task& task,
                                            const std::vector<tasks::Problem>& problems, int n,
                                            const engine::SamplingParams& params, int max_batch_size,
-                                           ToolRolloutConfig config = {});
-
-// A runner with the built-in tools of `names` ("calc"); InputError for an unknown name.
-tools::ToolRunner builtin_tool_runner(const std::vector<std::string>& names,
-                                      const tools::ToolLimits& limits = {});
+                                           const ToolRolloutConfig& config = {});
 
 }  // namespace streamrl::rl
