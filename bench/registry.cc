@@ -10,6 +10,7 @@
 #include "rl_modes_bench.h"
 #include "serve_bench.h"
 #include "skew_bench.h"
+#include "sparse_attention_bench.h"
 #include "tokenizer_speed.h"
 #include "workflow_bench.h"
 
@@ -52,6 +53,10 @@ const std::vector<Benchmark>& all_benchmarks() {
        run_serve_bench},
       {"skew", "SGS dispatch: Random-FIFO vs skew-aware (ranker, oracle) on 2 instances, recall",
        run_skew_bench},
+      {"sparse_attention",
+       "dense vs block-sparse (DSV) causal attention fwd+bwd at 4k/8k/16k tokens and 90% sparsity; "
+       "low-rank predictor loss and critical-mass coverage on synthetic peaked attention",
+       run_sparse_attention_bench},
       {"tokenizer", "tokenizer.json encode/decode MB/s on a trained 2k-merge byte-level BPE",
        run_tokenizer_speed},
       {"workflow",

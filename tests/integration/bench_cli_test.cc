@@ -113,6 +113,25 @@ TEST_F(BenchCli, LinaPredictsPopularityAndTimesBothPlacements) {
   EXPECT_GT(j["paper_scale"]["train_speedup"].get<double>(), 1.0);
 }
 
+// Dense and block-sparse attention are both timed at every length; the predictor learns (its loss
+// falls) and the blocks it picks cover a share of the real attention mass.
+TEST_F(BenchCli, SparseAttentionTimesBothKernelsAndThePredictorLearns) {
+  auto r = run_streamrl({"bench", "sparse_attention", "--quick", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json j = nlohmann::json::parse(last_line(r.output), nullptr, false);
+  ASSERT_TRUE(j.is_object()) << r.output;
+  EXPECT_LT(j["predictor_loss_last"].get<double>(), 0.5 * j["predictor_loss_first"].get<double>());
+  ASSERT_EQ(j["lengths"].size(), 2u);
+  for (const auto& [len, m] : j["lengths"].items()) {
+    EXPECT_GT(m["dense_fwd_bwd_s"]["median"].get<double>(), 0) << len;
+    EXPECT_GT(m["sparse_fwd_bwd_s"]["median"].get<double>(), 0) << len;
+    EXPECT_TRUE(j["attn_speedup"][len].is_number()) << len;
+    const double cov = m["critical_mass_coverage"].get<double>();
+    EXPECT_GT(cov, 0.0) << len;
+    EXPECT_LE(cov, 1.0 + 1e-6) << len;
+  }
+}
+
 TEST_F(BenchCli, SetIsRefusedByBenchesWithoutARunConfig) {
   auto r = run_streamrl({"bench", "engine", "--quick", "--set", "mode=async"});
   EXPECT_EQ(r.exit_code, 2) << r.output;

@@ -1,0 +1,25 @@
+// Which key blocks each query block attends to, chosen from low-rank scores: queries are grouped
+// in blocks that share one key set (so the sparse kernel stays GEMM-shaped), and the [S, S] score
+// matrix is never formed: one proxy query per block is scored against every key.
+#pragma once
+
+#include <torch/torch.h>
+
+namespace streamrl::sparse {
+
+struct KeyBlockConfig {
+  int64_t block = 64;  // tokens per query block and per key block
+  int64_t keep = 8;    // key blocks per query block (the diagonal and `recent` included)
+  int64_t recent = 1;  // the blocks just before the diagonal, always kept (a local window)
+};
+
+// q_lr [H, S, r], k_lr [H, S, r] (low-rank queries and keys of one sequence). Returns [H, nb, keep]
+// int64 key-block indices per query block (nb = ceil(S / block)), causal: block j < i's own
+// block or the diagonal. The diagonal and the `recent` blocks before it come first; the others are
+// the blocks with the highest max score of the block's proxy query (its mean low-rank query) over
+// their keys. Rows with fewer causal blocks than `keep` repeat the diagonal (a no-op duplicate the
+// attention masks out).
+torch::Tensor select_key_blocks(const torch::Tensor& q_lr, const torch::Tensor& k_lr,
+                                const KeyBlockConfig& config);
+
+}  // namespace streamrl::sparse
