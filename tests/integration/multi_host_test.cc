@@ -253,11 +253,13 @@ TEST_F(MultiHost, ALinkDownForSecondsStallsTheRunWhichContinues) {
   testing_util::ServeProcess serve_a(files_[0].init, on_host(hosts_, 0), hosts_.ip(0));
   testing_util::ServeProcess serve_b(files_[1].init, on_host(hosts_, 1), hosts_.ip(1));
   const std::vector<std::string> urls = {serve_a.wait_for_url(), serve_b.wait_for_url()};
-  const int iterations = 60;  // a tiny model's iteration takes milliseconds
+  // A tiny model's iteration takes ~30 ms: enough of them that the run outlasts the fault by far.
+  const int iterations = 300;
   auto rank0 = start_rank(0, write_config(0, urls, iterations, 60));
   auto rank1 = start_rank(1, write_config(1, urls, iterations, 60));
   wait_for_iterations(2, *rank0);
   ASSERT_TRUE(hosts_.set_link(false));
+  ASSERT_TRUE(rank0->running()) << "the run ended before the link went down; raise iterations";
   std::this_thread::sleep_for(4s);
   ASSERT_TRUE(hosts_.set_link(true));
   const auto r0 = rank0->wait(600), r1 = rank1->wait(60);
