@@ -1,0 +1,100 @@
+#include "streamrl/pipeline/micro_batches.h"
+
+#include <algorithm>
+#include <numeric>
+#include <string>
+
+#include "streamrl/core/errors.h"
+
+namespace streamrl::pipeline {
+namespace {
+
+void check_lengths(const std::vector<int64_t>& lengths) {
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    if (lengths[i] < 0) {
+      throw InputError("micro-batches: sequence " + std::to_string(i) + " has length " +
+                       std::to_string(lengths[i]));
+    }
+  }
+}
+
+void add(MicroBatch& mb, int sample, int64_t len, const TokenCost& cost) {
+  mb.samples.push_back(sample);
+  mb.tokens += len;
+  mb.tokens_sq += len * len;
+  mb.cost += cost.of(len);
+}
+
+// LPT into `bins` bins under the token cap; false when some sequence fits no bin.
+bool lpt(const std::vector<int64_t>& lengths, const std::vector<int>& by_cost, int bins,
+         const SplitOptions& options, std::vector<MicroBatch>& out) {
+  out.assign(bins, MicroBatch{});
+  for (int i : by_cost) {
+    int best = -1;
+    for (int b = 0; b < bins; ++b) {
+      const bool fits = out[b].samples.empty() || options.max_tokens <= 0 ||
+                        out[b].tokens + lengths[i] <= options.max_tokens;
+      if (fits && (best < 0 || out[b].cost < out[best].cost)) best = b;
+    }
+    if (best < 0) return false;
+    add(out[best], i, lengths[i], options.cost);
+  }
+  return true;
+}
+
+}  // namespace
+
+std::vector<MicroBatch> split_balanced(const std::vector<int64_t>& lengths,
+                                       const SplitOptions& options) {
+  check_lengths(lengths);
+  if (options.target_tokens < 1 || options.round_up_to < 1) {
+    throw InputError("split_balanced: target_tokens and round_up_to must be >= 1 (got " +
+                     std::to_string(options.target_tokens) + ", " +
+                     std::to_string(options.round_up_to) + ")");
+  }
+  const int n = static_cast<int>(lengths.size());
+  if (n == 0) return {};
+  const int64_t total = std::accumulate(lengths.begin(), lengths.end(), int64_t{0});
+  int64_t bins = std::max<int64_t>(1, (total + options.target_tokens - 1) / options.target_tokens);
+  if (options.max_tokens > 0) {
+    bins = std::max(bins, (total + options.max_tokens - 1) / options.max_tokens);
+  }
+  auto rounded = [&](int64_t b) {
+    return std::min<int64_t>(
+        (b + options.round_up_to - 1) / options.round_up_to * options.round_up_to, n);
+  };
+  bins = rounded(bins);
+
+  std::vector<int> by_cost(n);
+  std::iota(by_cost.begin(), by_cost.end(), 0);
+  std::stable_sort(by_cost.begin(), by_cost.end(), [&](int a, int b) {
+    return options.cost.of(lengths[a]) > options.cost.of(lengths[b]);
+  });
+  std::vector<MicroBatch> out;
+  // With as many bins as sequences an empty bin is always left, so this ends.
+  while (!lpt(lengths, by_cost, static_cast<int>(bins), options, out)) bins = rounded(bins + 1);
+
+  std::erase_if(out, [](const MicroBatch& mb) { return mb.samples.empty(); });
+  for (MicroBatch& mb : out) std::sort(mb.samples.begin(), mb.samples.end());
+  std::stable_sort(out.begin(), out.end(),
+                   [](const MicroBatch& a, const MicroBatch& b) { return a.cost > b.cost; });
+  return out;
+}
+
+std::vector<MicroBatch> split_static(const std::vector<int64_t>& lengths, int count,
+                                     const TokenCost& cost) {
+  check_lengths(lengths);
+  if (count < 1) {
+    throw InputError("split_static: count must be >= 1 (got " + std::to_string(count) + ")");
+  }
+  const int n = static_cast<int>(lengths.size());
+  const int bins = std::min(count, n);
+  std::vector<MicroBatch> out(bins);
+  for (int b = 0, i = 0; b < bins; ++b) {
+    const int size = n / bins + (b < n % bins ? 1 : 0);
+    for (int k = 0; k < size; ++k, ++i) add(out[b], i, lengths[i], cost);
+  }
+  return out;
+}
+
+}  // namespace streamrl::pipeline

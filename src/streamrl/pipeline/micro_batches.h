@@ -1,0 +1,56 @@
+// Cutting one batch of sequences into pipeline micro-batches. The dynamic split (PipeWeaver/DIP's
+// sub-micro-batches) balances token cost, so no micro-batch is the straggler every stage waits
+// on; the static baseline cuts a fixed number of micro-batches of equal sample count in arrival
+// order, as a fixed 1F1B configuration does. Sequences are never split.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace streamrl::pipeline {
+
+// Compute cost of one sequence of `len` tokens: linear (MLP, projections) plus quadratic
+// (attention) in its length.
+struct TokenCost {
+  double per_token = 1;
+  double per_token_sq = 0;
+
+  double of(int64_t len) const {
+    return per_token * static_cast<double>(len) +
+           per_token_sq * static_cast<double>(len) * static_cast<double>(len);
+  }
+};
+
+struct MicroBatch {
+  std::vector<int> samples;  // indices into the batch, ascending
+  int64_t tokens = 0;        // sum of lengths: activation memory and transfer size
+  int64_t tokens_sq = 0;     // sum of squared lengths: the attention share of compute
+  double cost = 0;           // sum of TokenCost::of over the samples
+};
+
+struct SplitOptions {
+  TokenCost cost;
+  // Tokens aimed at per sub-micro-batch: the split starts from ceil(total tokens / target) bins.
+  // Large enough to keep the device efficient (DIP found too-small sub-micro-batches waste it).
+  int64_t target_tokens = 4096;
+  // Activation-memory cap per sub-micro-batch, in tokens (0: none). Bins are added until every
+  // bin fits; a sequence longer than the cap sits alone in its bin.
+  int64_t max_tokens = 0;
+  // The bin count is rounded up to a multiple of this (1: none), e.g. the stage count, so that
+  // every stage fills and the interleaved order applies. Never above the sequence count.
+  int round_up_to = 1;
+};
+
+// Greedy LPT: sequences by decreasing cost, each into the cheapest bin it fits. Bins come out in
+// decreasing cost order; empty bins are dropped (there are at most as many bins as sequences).
+// Throws InputError on a negative length, target_tokens < 1 or round_up_to < 1.
+std::vector<MicroBatch> split_balanced(const std::vector<int64_t>& lengths,
+                                       const SplitOptions& options);
+
+// The static baseline: min(count, N) micro-batches of consecutive samples in arrival order,
+// sizes differing by at most one (the first N mod count one larger). Throws InputError on
+// count < 1 or a negative length.
+std::vector<MicroBatch> split_static(const std::vector<int64_t>& lengths, int count,
+                                     const TokenCost& cost = {});
+
+}  // namespace streamrl::pipeline
