@@ -8,6 +8,10 @@
 #include "streamrl/core/allocator.h"
 #include "streamrl/core/clock.h"
 #include "streamrl/core/threads.h"
+#include "streamrl/model/decode_attention.h"
+#include "streamrl/model/kv_cache.h"
+#include "streamrl/model/model_config.h"
+#include "streamrl/model/transformer.h"
 #include "streamrl/sparse/block_sparse_attention.h"
 #include "streamrl/sparse/key_blocks.h"
 #include "streamrl/sparse/lowrank_predictor.h"
@@ -56,6 +60,137 @@ Layer synthetic_layer(int64_t S, int64_t D, uint64_t seed) {
   return l;
 }
 
+// Decoding at context S: the last query of `rows` sequences (one layer each, drawn as
+// synthetic_layer) against their cached keys, the dense CPU kernel against sparse decoding with
+// the predictor's low-rank keys; interleaved rounds of `reps` calls each. Also the real attention
+// mass the sparse rows attend to.
+nlohmann::json decode_comparison(sparse::LowRankPredictor& pred, int64_t S, int64_t D, int64_t keep,
+                                 double scale, int rows, int rounds, int reps) {
+  std::vector<Tensor> k, v, k_lr, q, q_lr;
+  {
+    torch::NoGradGuard no_grad;
+    for (int n = 0; n < rows; ++n) {
+      const Layer l = synthetic_layer(S, D, 1000 + S + n);
+      const auto [ql, kl] = pred->forward(l.x);  // [H, S, r]
+      k.push_back(l.k);
+      v.push_back(l.v);
+      k_lr.push_back(kl);
+      q.push_back(l.q.select(1, S - 1));  // [H, hd]
+      q_lr.push_back(ql.select(1, S - 1));
+    }
+  }
+  const Tensor kc = torch::stack(k).contiguous(), vc = torch::stack(v).contiguous();
+  const Tensor klc = torch::stack(k_lr).contiguous(), qs = torch::stack(q).contiguous(),
+               qls = torch::stack(q_lr).contiguous();
+  const Tensor slots = torch::arange(rows, torch::kLong),
+               lens = torch::full({rows}, S, torch::kLong);
+  model::SparseDecodeOptions o;
+  o.block = kBlock;
+  o.keep = keep;
+  o.recent = kBlock;
+  auto dense = [&] { return model::decode_attention(qs, kc, vc, slots, lens, scale, S); };
+  auto sparse = [&] {
+    return model::sparse_decode_attention(qs, kc, vc, qls, klc, slots, lens, scale, o);
+  };
+  auto timed = [&](auto fn) {
+    const auto t0 = core::Clock::now();
+    for (int i = 0; i < reps; ++i) fn();
+    return core::seconds_since(t0) / reps;
+  };
+  timed(dense);  // warm-up
+  timed(sparse);
+  Rounds log("sparse_decode", 1);
+  for (int r = 0; r < rounds; ++r) {
+    log.begin_round(r);
+    log.add("dense_s", timed(dense));
+    log.add("sparse_s", timed(sparse));
+  }
+  // Real attention of each head's query over every key, and its mass on the attended keys.
+  const int64_t G = kHeads / kKvHeads;
+  const Tensor kh = kc.repeat_interleave(G, 1);  // [rows, H, S, hd]
+  const Tensor probs = torch::softmax(torch::einsum("nhd,nhsd->nhs", {qs, kh}) * scale, -1);
+  const Tensor mask = model::sparse_decode_key_mask(qls, klc, kKvHeads, slots, lens, o)
+                          .repeat_interleave(G, 1);  // [rows, H, S]
+  const double coverage = (probs * mask).sum(-1).mean().item<double>();
+  return {{"dense_step_s", log.summary("dense_s")},
+          {"sparse_step_s", log.summary("sparse_s")},
+          {"decode_attention_speedup", log.ratio_median("dense_s", "sparse_s")},
+          {"decode_attention_speedup_rounds", log.ratio("dense_s", "sparse_s")},
+          {"rows", rows},
+          {"keys_attended_fraction", mask.to(torch::kFloat).mean().item<double>()},
+          {"critical_mass_coverage", coverage},
+          {"load", log.load_json()}};
+}
+
+// The bench's small model (configs/model/tiny.json: 4 heads of 32, 2 kv heads) or, with
+// `head_dim_128`, the same with Llama's head size (4 heads of 128, no GQA). A decode step reads
+// H * rank low-rank key floats per cached position against 2 * Hkv * head_dim for the keys and
+// values, so the small model's heads bound what skipping keys saves.
+model::ModelConfig decode_model(bool head_dim_128) {
+  model::ModelConfig mc =
+      model::load_model_config(std::string(STREAMRL_SOURCE_DIR) + "/configs/model/tiny.json");
+  if (head_dim_128) {
+    mc.hidden_size = 512;
+    mc.intermediate_size = 1024;
+    mc.num_key_value_heads = mc.num_attention_heads = 4;
+    mc.head_dim = 128;
+  }
+  return mc;
+}
+
+// A whole decode step of `mc` (random weights) with `rows` sequences at context S, dense against
+// sparse decoding (DSV with `keep` blocks of kBlock keys plus a kBlock-key window). The caches are
+// filled with random keys and values rather than by a prefill: the step's cost depends on the
+// context's length, not on its content.
+nlohmann::json decode_step_comparison(model::ModelConfig mc, int64_t S, int64_t keep, int rows,
+                                      int rounds, int reps) {
+  mc.max_position_embeddings = std::max<int64_t>(mc.max_position_embeddings, S + 1);
+  model::CausalLM dense(mc, 0), sparse(mc, 0);
+  model::SparseAttentionConfig sc;
+  sc.rank = kRank;
+  sc.decode.block = kBlock;
+  sc.decode.keep = keep;
+  sc.decode.recent = kBlock;
+  sparse->enable_sparse_attention(sc);
+  torch::NoGradGuard no_grad;
+  model::KVCache dense_cache(mc, rows, S), sparse_cache(mc, rows, S);
+  torch::manual_seed(5);
+  for (int64_t l = 0; l < mc.num_hidden_layers; ++l) {
+    for (model::KVCache* c : {&dense_cache, &sparse_cache}) {
+      c->keys(l).normal_();
+      c->values(l).normal_();
+    }
+    sparse_cache.lowrank_keys(l, mc.num_attention_heads, kRank).normal_();
+  }
+  const Tensor tokens = torch::randint(3, mc.vocab_size, {rows, 1}, torch::kLong);
+  const Tensor pos = torch::full({rows, 1}, S - 1, torch::kLong);  // attends to all S positions
+  const Tensor valid = torch::ones({rows, 1}, torch::kBool);
+  const Tensor slots = torch::arange(rows, torch::kLong);
+  auto step = [&](model::CausalLM& lm, model::KVCache& cache) {
+    return [&] { lm->forward_cached(tokens, pos, valid, slots, cache); };
+  };
+  auto timed = [&](auto fn) {
+    const auto t0 = core::Clock::now();
+    for (int i = 0; i < reps; ++i) fn();
+    return core::seconds_since(t0) / reps;
+  };
+  const auto dense_step = step(dense, dense_cache), sparse_step = step(sparse, sparse_cache);
+  timed(dense_step);  // warm-up
+  timed(sparse_step);
+  Rounds log("sparse_decode_step", 1);
+  for (int r = 0; r < rounds; ++r) {
+    log.begin_round(r);
+    log.add("dense_s", timed(dense_step));
+    log.add("sparse_s", timed(sparse_step));
+  }
+  return {{"dense_step_s", log.summary("dense_s")},
+          {"sparse_step_s", log.summary("sparse_s")},
+          {"decode_speedup", log.ratio_median("dense_s", "sparse_s")},
+          {"decode_speedup_rounds", log.ratio("dense_s", "sparse_s")},
+          {"rows", rows},
+          {"load", log.load_json()}};
+}
+
 }  // namespace
 
 nlohmann::json run_sparse_attention_bench(const BenchOptions& options) {
@@ -87,7 +222,9 @@ nlohmann::json run_sparse_attention_bench(const BenchOptions& options) {
   pred->eval();
 
   nlohmann::json per_length = nlohmann::json::object();
-  nlohmann::json speedups = nlohmann::json::object();
+  nlohmann::json speedups = nlohmann::json::object(), decode_speedups = nlohmann::json::object(),
+                 decode_attention_speedups = nlohmann::json::object(),
+                 decode_speedups_128 = nlohmann::json::object();
   for (const int64_t S : lengths) {
     const Layer l = synthetic_layer(S, D, 3 + S);
     const int64_t nb = (S + kBlock - 1) / kBlock;
@@ -135,6 +272,16 @@ nlohmann::json run_sparse_attention_bench(const BenchOptions& options) {
         sparse::head_sparsity(l.q, kh, scale, 0.9, stride).mean().item<double>();
     const double speedup = log.ratio_median("dense_s", "sparse_s");
     speedups[std::to_string(S)] = speedup;
+    const nlohmann::json decode = decode_comparison(
+        pred, S, D, kc.keep, scale, options.quick ? 2 : 8, rounds, options.quick ? 3 : 20);
+    decode_attention_speedups[std::to_string(S)] = decode["decode_attention_speedup"];
+    const int rows = options.quick ? 2 : 8, reps = options.quick ? 2 : 10;
+    const nlohmann::json step =
+        decode_step_comparison(decode_model(false), S, kc.keep, rows, rounds, reps);
+    const nlohmann::json step128 =
+        decode_step_comparison(decode_model(true), S, kc.keep, rows, rounds, reps);
+    decode_speedups[std::to_string(S)] = step["decode_speedup"];
+    decode_speedups_128[std::to_string(S)] = step128["decode_speedup"];
     per_length[std::to_string(S)] = {{"dense_fwd_bwd_s", log.summary("dense_s")},
                                      {"sparse_fwd_bwd_s", log.summary("sparse_s")},
                                      {"attn_speedup", speedup},
@@ -144,7 +291,10 @@ nlohmann::json run_sparse_attention_bench(const BenchOptions& options) {
                                      {"critical_mass_coverage", coverage},
                                      {"oracle_block_coverage", oracle_coverage},
                                      {"measured_head_sparsity_theta_0.9", sparsity},
-                                     {"load", log.load_json()}};
+                                     {"load", log.load_json()},
+                                     {"decode_attention", decode},
+                                     {"decode_step", step},
+                                     {"decode_step_head_dim_128", step128}};
   }
   core::tune_allocator();  // the process's usual heap trimming again
   return {{"heads", kHeads},
@@ -157,14 +307,23 @@ nlohmann::json run_sparse_attention_bench(const BenchOptions& options) {
           {"predictor_loss_last", loss_last},
           {"lengths", per_length},
           {"attn_speedup", speedups},
+          {"decode_speedup", decode_speedups},
+          {"decode_speedup_head_dim_128", decode_speedups_128},
+          {"decode_attention_speedup", decode_attention_speedups},
           {"goal_attn_speedup_at_8k", 2.0},
           {"data",
            "synthetic peaked, locally coherent attention (q, k = x W with large W, x an AR(1) "
-           "sequence), not a trained model's; forward + backward of the attention op alone, one "
-           "thread, interleaved rounds, heap never trimmed (no page faults of fresh memory)"},
+           "sequence), not a trained model's; attn_speedup: forward + backward of the attention op "
+           "alone; decode_attention_speedup: the attention op of one decode step (8 rows at the "
+           "context) with the predictor's low-rank keys, and the real attention mass it keeps; "
+           "decode_speedup: a whole decode step of configs/model/tiny.json (random weights, "
+           "caches filled at random) dense vs sparse, decode_speedup_head_dim_128 the same with "
+           "4 heads of 128; one thread, interleaved rounds, heap never "
+           "trimmed (no page faults of fresh memory)"},
           {"not_measured",
-           "decode_speedup, step_speedup and the long-context task's quality: sparse attention is "
-           "not wired into the model, the engine or a task yet"}};
+           "step_speedup (a training step with sparse attention) and the long-context task's "
+           "quality: sparse attention is wired into the model's decoding only, not into "
+           "training or a task yet"}};
 }
 
 }  // namespace streamrl::bench

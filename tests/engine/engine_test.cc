@@ -108,6 +108,32 @@ TEST(Engine, PrefixSharingGivesTheSameTokensAsNoSharing) {
   }
 }
 
+TEST(Engine, SparseDecodingKeepingEveryBlockGeneratesAsDense) {
+  std::vector<std::vector<Sample>> results(2);
+  for (int sparse = 0; sparse < 2; ++sparse) {
+    model::CausalLM lm = engine_model();
+    if (sparse) {
+      model::SparseAttentionConfig sc;
+      sc.rank = 4;
+      sc.decode.block = 4;
+      sc.decode.keep = 14;  // contexts up to 63 keys: every block before the 4-key window
+      sc.decode.recent = 4;
+      lm->enable_sparse_attention(sc);
+    }
+    EngineConfig cfg;
+    cfg.max_batch_size = 4;
+    Engine engine(lm, cfg);
+    for (int id = 0; id < 6; ++id)
+      engine.add_request(fixed_length(id, 40 + 4 * id, &results[sparse]));
+    engine.run_until_idle();
+  }
+  ASSERT_EQ(results[0].size(), 6u);
+  ASSERT_EQ(results[1].size(), 6u);
+  for (size_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(results[0][i].output_ids, results[1][i].output_ids) << i;
+  }
+}
+
 TEST(Engine, MatchesStaticBatchingAndTrainingLogprobs) {
   auto lm = engine_model();
   EngineConfig cfg;

@@ -5,8 +5,10 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
+#include <numeric>
 #include <vector>
 
 namespace streamrl::model {
@@ -146,6 +148,151 @@ torch::Tensor decode_attention(const torch::Tensor& q, const torch::Tensor& k_ca
       }
     }
   });
+  return out;
+}
+
+namespace {
+
+// The `keep` candidate blocks [0, window) of highest low-rank score, ascending, into `order`.
+// q_lr: the G heads' rows [G, r]; k_lr: their caches [G, T, r]; a block scores the highest
+// q_lr . k_lr over its keys and the G heads.
+void select_blocks(const float* q_lr, const float* k_lr, int64_t G, int64_t T, int64_t r,
+                   int64_t window, int64_t block, int64_t keep, std::vector<float>& score,
+                   std::vector<int64_t>& order) {
+  score.assign(window, std::numeric_limits<float>::lowest());  // fast-math: no infinities
+  for (int64_t g = 0; g < G; ++g) {
+    const float* ql = q_lr + g * r;
+    const float* kl = k_lr + g * T * r;
+    for (int64_t t = 0; t < window * block; ++t) {
+      float s = 0;
+      for (int64_t i = 0; i < r; ++i) s += ql[i] * kl[t * r + i];
+      float& best = score[t / block];
+      best = std::max(best, s);
+    }
+  }
+  order.resize(window);
+  std::iota(order.begin(), order.end(), int64_t{0});
+  std::partial_sort(order.begin(), order.begin() + keep, order.end(), [&](int64_t a, int64_t b) {
+    return score[a] > score[b] || (score[a] == score[b] && a < b);
+  });
+  order.resize(keep);
+  std::sort(order.begin(), order.end());  // keys in position order, as the dense path reads them
+}
+
+void check_sparse_inputs(const torch::Tensor& q_lr, const torch::Tensor& k_lr_cache,
+                         const SparseDecodeOptions& options) {
+  TORCH_CHECK(q_lr.dim() == 3 && k_lr_cache.dim() == 4 && k_lr_cache.is_contiguous() &&
+                  k_lr_cache.size(1) == q_lr.size(1) && k_lr_cache.size(3) == q_lr.size(2),
+              "sparse decoding: needs q_lr [N, H, r] and k_lr_cache [S, H, T, r]");
+  TORCH_CHECK(options.block > 0 && options.keep >= 0 && options.recent >= 0,
+              "sparse decoding: block must be positive, keep and recent non-negative");
+}
+
+}  // namespace
+
+torch::Tensor sparse_decode_key_mask(const torch::Tensor& q_lr, const torch::Tensor& k_lr_cache,
+                                     int64_t kv_heads, const torch::Tensor& slots,
+                                     const torch::Tensor& lens,
+                                     const SparseDecodeOptions& options) {
+  check_sparse_inputs(q_lr, k_lr_cache, options);
+  const torch::Tensor qlc = q_lr.to(torch::kFloat32).contiguous();
+  const torch::Tensor klc = k_lr_cache.to(torch::kFloat32).contiguous();
+  const int64_t N = q_lr.size(0), H = q_lr.size(1), r = q_lr.size(2), T = k_lr_cache.size(2);
+  const int64_t G = H / kv_heads, B = options.block;
+  const torch::Tensor lc = lens.to(torch::kLong).cpu().contiguous();
+  const int64_t L = N > 0 ? lc.max().item<int64_t>() : 0;
+  torch::Tensor mask = torch::zeros({N, kv_heads, L}, torch::kBool);
+  auto m = mask.accessor<bool, 3>();
+  const int64_t* sp = slots.data_ptr<int64_t>();
+  const int64_t* lp = lc.data_ptr<int64_t>();
+  std::vector<float> score;
+  std::vector<int64_t> order;
+  for (int64_t n = 0; n < N; ++n) {
+    const int64_t len = lp[n], window = std::max<int64_t>(0, len - options.recent) / B;
+    for (int64_t j = 0; j < kv_heads; ++j) {
+      if (window < options.keep) {
+        for (int64_t t = 0; t < len; ++t) m[n][j][t] = true;
+        continue;
+      }
+      select_blocks(qlc.data_ptr<float>() + (n * H + j * G) * r,
+                    klc.data_ptr<float>() + ((sp[n] * H + j * G) * T) * r, G, T, r, window, B,
+                    options.keep, score, order);
+      for (int64_t b : order) {
+        for (int64_t t = b * B; t < (b + 1) * B; ++t) m[n][j][t] = true;
+      }
+      for (int64_t t = window * B; t < len; ++t) m[n][j][t] = true;
+    }
+  }
+  return mask;
+}
+
+torch::Tensor sparse_decode_attention(const torch::Tensor& q, const torch::Tensor& k_cache,
+                                      const torch::Tensor& v_cache, const torch::Tensor& q_lr,
+                                      const torch::Tensor& k_lr_cache, const torch::Tensor& slots,
+                                      const torch::Tensor& lens, double scale,
+                                      const SparseDecodeOptions& options, int64_t* attended) {
+  check_sparse_inputs(q_lr, k_lr_cache, options);
+  TORCH_CHECK(q.is_cpu() && q.scalar_type() == torch::kFloat32 && q.dim() == 3 &&
+                  k_cache.dim() == 4 && k_cache.is_contiguous() && v_cache.is_contiguous() &&
+                  q_lr.size(0) == q.size(0) && q_lr.size(1) == q.size(1) &&
+                  k_lr_cache.size(2) == k_cache.size(2),
+              "sparse_decode_attention: needs CPU float q [N, H, hd] and caches [S, Hkv, T, hd] "
+              "matching q_lr and k_lr_cache");
+  const torch::Tensor qc = q.contiguous(), qlc = q_lr.to(torch::kFloat32).contiguous();
+  const torch::Tensor klc = k_lr_cache.to(torch::kFloat32);
+  const int64_t N = q.size(0), H = q.size(1), hd = q.size(2), r = q_lr.size(2);
+  const int64_t Hkv = k_cache.size(1), T = k_cache.size(2), G = H / Hkv;
+  const int64_t B = options.block;
+  torch::Tensor out = torch::zeros({N, H, hd});
+  const float* qp = qc.data_ptr<float>();
+  const float* qlp = qlc.data_ptr<float>();
+  const float* klp = klc.data_ptr<float>();
+  const float* kp = k_cache.data_ptr<float>();
+  const float* vp = v_cache.data_ptr<float>();
+  float* op = out.data_ptr<float>();
+  const int64_t* sp = slots.data_ptr<int64_t>();
+  const int64_t* lp = lens.data_ptr<int64_t>();
+  const float sc = static_cast<float>(scale);
+  const AttendFn attend_kv_head = attend_for(hd);
+  std::atomic<int64_t> keys{0};
+  at::parallel_for(0, N * Hkv, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> w, kbuf, vbuf, score;
+    std::vector<int64_t> order;
+    int64_t local_keys = 0;
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t n = task / Hkv, j = task % Hkv, len = lp[n];
+      const int64_t base = ((sp[n] * Hkv + j) * T) * hd;
+      const float* qn = qp + (n * H + j * G) * hd;
+      float* on = op + (n * H + j * G) * hd;
+      // Blocks [window, ...) hold the recent keys and are always attended; the blocks before are
+      // the candidates.
+      const int64_t window = std::max<int64_t>(0, len - options.recent) / B;
+      if (window < options.keep) {
+        w.resize(G * len);
+        attend_kv_head(qn, kp + base, vp + base, len, hd, G, sc, w.data(), on);
+        local_keys += len;
+        continue;
+      }
+      select_blocks(qlp + (n * H + j * G) * r, klp + ((sp[n] * H + j * G) * T) * r, G, T, r, window,
+                    B, options.keep, score, order);
+      const int64_t tail = len - window * B, M = options.keep * B + tail;
+      kbuf.resize(M * hd);
+      vbuf.resize(M * hd);
+      int64_t m = 0;
+      auto take = [&](int64_t from, int64_t count) {
+        std::copy_n(kp + base + from * hd, count * hd, kbuf.data() + m * hd);
+        std::copy_n(vp + base + from * hd, count * hd, vbuf.data() + m * hd);
+        m += count;
+      };
+      for (int64_t b : order) take(b * B, B);
+      take(window * B, tail);
+      w.resize(G * M);
+      attend_kv_head(qn, kbuf.data(), vbuf.data(), M, hd, G, sc, w.data(), on);
+      local_keys += M;
+    }
+    keys += local_keys;
+  });
+  if (attended) *attended = keys.load();
   return out;
 }
 

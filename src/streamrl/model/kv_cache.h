@@ -25,6 +25,9 @@ class KVCache {
   // head are contiguous, so attention reads them without a copy).
   torch::Tensor& keys(int64_t layer) { return k_[layer]; }
   torch::Tensor& values(int64_t layer) { return v_[layer]; }
+  // DSV sparse decoding's low-rank keys of `layer`: [num_slots, heads, max_tokens, rank],
+  // allocated (zeros) on first use, so the caches of dense models hold none.
+  torch::Tensor& lowrank_keys(int64_t layer, int64_t heads, int64_t rank);
 
   // Copies the first `num_tokens` cached positions of slot `src` to slot `dst` in every layer
   // (prefix sharing: the n samples of one prompt prefill once).
@@ -33,7 +36,8 @@ class KVCache {
  private:
   int64_t num_slots_;
   int64_t max_tokens_;
-  std::vector<torch::Tensor> k_, v_;
+  torch::TensorOptions options_;
+  std::vector<torch::Tensor> k_, v_, k_lr_;
 };
 
 }  // namespace streamrl::model

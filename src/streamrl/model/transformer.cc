@@ -194,7 +194,7 @@ CausalLMImpl::CausalLMImpl(const ModelConfig& config, uint64_t seed) : config_(c
 Tensor CausalLMImpl::run(const Tensor& tokens, const Tensor& positions, const Tensor& mask,
                          KVCache* cache, const KvWrite* write,
                          std::vector<MoeLayerTrace>* moe_traces, const std::vector<Tensor>* forced,
-                         bool apply_forced) {
+                         bool apply_forced, std::vector<AttentionCapture>* capture) {
   const ModelConfig& c = config_;
   const int64_t B = tokens.size(0), T = tokens.size(1);
   const int64_t H = c.num_attention_heads, Hkv = c.num_key_value_heads, hd = c.head_dim;
@@ -230,6 +230,7 @@ Tensor CausalLMImpl::run(const Tensor& tokens, const Tensor& positions, const Te
     }
     q = apply_rope(q, cos, sin);
     k = apply_rope(k, cos, sin);
+    if (capture) capture->push_back({x.detach(), q.detach(), k.detach()});
 
     Tensor attn;  // [B, T, H*hd]
     if (cache == nullptr) {
@@ -255,8 +256,23 @@ Tensor CausalLMImpl::run(const Tensor& tokens, const Tensor& positions, const Te
       // prompt tokens packed into one forward see each other.
       ck.transpose(1, 2).index_put_({write->slot, write->pos}, kf);
       cv.transpose(1, 2).index_put_({write->slot, write->pos}, vf);
-      Tensor o = decode_attention(qf, ck, cv, write->slot, write->len, scale,
-                                  write->max_len);  // [N, H, hd]
+      Tensor o;  // [N, H, hd]
+      if (sparse_ && qf.is_cpu() && qf.scalar_type() == torch::kFloat32) {
+        // Low-rank queries and keys of the new tokens; the keys cached like the real ones.
+        auto [q_lr, k_lr] = predictors_[li]->forward(x.reshape({B * T, -1}));  // [H, B*T, r]
+        q_lr = q_lr.transpose(0, 1);
+        k_lr = k_lr.transpose(0, 1);
+        if (!write->all_valid) {
+          q_lr = q_lr.index_select(0, write->src);
+          k_lr = k_lr.index_select(0, write->src);
+        }
+        Tensor& lk = cache->lowrank_keys(li, H, sparse_->rank);
+        lk.transpose(1, 2).index_put_({write->slot, write->pos}, k_lr);
+        o = sparse_decode_attention(qf, ck, cv, q_lr.contiguous(), lk, write->slot, write->len,
+                                    scale, sparse_->decode);
+      } else {
+        o = decode_attention(qf, ck, cv, write->slot, write->len, scale, write->max_len);
+      }
       if (!write->all_valid) {
         o = torch::zeros({B * T, H, hd}, o.options()).index_copy_(0, write->src, o);
       }
@@ -387,6 +403,33 @@ Tensor CausalLMImpl::forward_cached(const Tensor& tokens, const Tensor& position
   return output_logits(h_last);
 }
 
+void CausalLMImpl::enable_sparse_attention(const SparseAttentionConfig& config, uint64_t seed) {
+  TORCH_CHECK(config.rank > 0 && config.decode.block > 0 && config.decode.keep >= 0 &&
+                  config.decode.recent >= 0,
+              "sparse attention: rank and block must be positive, keep and recent non-negative");
+  predictors_.clear();
+  for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
+    predictors_.emplace_back(config_.hidden_size, config_.num_attention_heads, config.rank,
+                             seed + static_cast<uint64_t>(l));
+    predictors_.back()->to(device());
+  }
+  sparse_ = config;
+}
+
+std::vector<AttentionCapture> CausalLMImpl::capture_attention(const Tensor& tokens) {
+  TORCH_CHECK(tokens.dim() == 2, "capture_attention: tokens must be [B, T], got ", tokens.sizes());
+  torch::NoGradGuard no_grad;
+  const int64_t B = tokens.size(0), T = tokens.size(1);
+  const Tensor tokens_d = tokens.to(device());
+  const Tensor positions =
+      torch::arange(T, tokens_d.options().dtype(torch::kLong)).view({1, T}).expand({B, T});
+  const Tensor idx = torch::arange(T, tokens_d.options().dtype(torch::kLong));
+  const Tensor causal = (idx.view({1, T}) <= idx.view({T, 1})).unsqueeze(0).expand({B, T, T});
+  std::vector<AttentionCapture> out;
+  run(tokens_d, positions, causal, nullptr, nullptr, nullptr, nullptr, true, &out);
+  return out;
+}
+
 torch::Device CausalLMImpl::device() const { return embed_tokens_->weight.device(); }
 
 torch::ScalarType CausalLMImpl::dtype() const { return embed_tokens_->weight.scalar_type(); }
@@ -397,6 +440,7 @@ torch::ScalarType CausalLMImpl::compute_dtype() const {
 
 void CausalLMImpl::place(const torch::Device& device, torch::ScalarType dtype) {
   to(device, dtype);
+  for (auto& p : predictors_) p->to(device);  // fp32: the sparse kernel scores in float
   rope_cos_ = rope_cos_.to(device);
   rope_sin_ = rope_sin_.to(device);
 }

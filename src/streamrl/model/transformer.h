@@ -9,9 +9,11 @@
 
 #include <optional>
 
+#include "streamrl/model/decode_attention.h"
 #include "streamrl/model/model_config.h"
 #include "streamrl/model/moe.h"
 #include "streamrl/model/precision.h"
+#include "streamrl/sparse/lowrank_predictor.h"
 
 namespace streamrl::model {
 
@@ -37,6 +39,19 @@ struct ScoreOutput {
   torch::Tensor entropy;   // [B, T] entropy of p(. | tokens[b,<t]) at the same places, if asked
   torch::Tensor logits;    // [B, T, V] logits predicting position t+1 from position t, if asked
   std::optional<MoeAuxLosses> moe;  // MoE models: router losses over the valid tokens
+};
+
+// DSV sparse decoding of long contexts (off by default): per layer a low-rank predictor, whose keys
+// the KV cache holds beside the real ones, picks the key blocks each decode row attends to.
+struct SparseAttentionConfig {
+  int64_t rank = 16;  // low-rank dimensions per head (DSV: 16)
+  SparseDecodeOptions decode;
+};
+
+// One layer's attention inputs on the training path: x the normed layer input [B, T, D], q
+// [B, T, H, hd] and k [B, T, Hkv, hd] after RoPE (what the predictor learns to score like).
+struct AttentionCapture {
+  torch::Tensor x, q, k;
 };
 
 // HF parameter names come from the module tree: model.embed_tokens.weight,
@@ -89,6 +104,16 @@ class CausalLMImpl : public torch::nn::Module {
                                const torch::Tensor& valid, const torch::Tensor& slots,
                                KVCache& cache, std::vector<torch::Tensor>* routing = nullptr);
 
+  // Sparse decoding with fresh predictors (train them with fit_sparse_predictors). The predictors
+  // are not the model's parameters: not in named_weights, checkpoints or the policy's optimiser.
+  void enable_sparse_attention(const SparseAttentionConfig& config, uint64_t seed = 0);
+  void disable_sparse_attention() { sparse_.reset(); }
+  const std::optional<SparseAttentionConfig>& sparse_attention() const { return sparse_; }
+  std::vector<sparse::LowRankPredictor>& sparse_predictors() { return predictors_; }
+
+  // Every layer's attention inputs for tokens [B, T] (all valid, causal), without gradients.
+  std::vector<AttentionCapture> capture_attention(const torch::Tensor& tokens);
+
   // The weights as HF-named tensors (lm_head.weight omitted when tied).
   std::vector<std::pair<std::string, torch::Tensor>> named_weights() const;
 
@@ -101,7 +126,8 @@ class CausalLMImpl : public torch::nn::Module {
   torch::Tensor run(const torch::Tensor& tokens, const torch::Tensor& positions,
                     const torch::Tensor& mask, KVCache* cache, const KvWrite* write,
                     std::vector<MoeLayerTrace>* moe_traces = nullptr,
-                    const std::vector<torch::Tensor>* forced = nullptr, bool apply_forced = true);
+                    const std::vector<torch::Tensor>* forced = nullptr, bool apply_forced = true,
+                    std::vector<AttentionCapture>* capture = nullptr);
   torch::Tensor output_logits(const torch::Tensor& hidden);
 
   ModelConfig config_;
@@ -113,6 +139,8 @@ class CausalLMImpl : public torch::nn::Module {
   torch::Tensor rope_cos_, rope_sin_;  // [max_positions, head_dim] fp32, on the weights' device
   torch::ScalarType autocast_dtype_ = torch::kFloat32;
   bool fuse_inference_ = false;  // the CPU inference path runs fused q/k/v and gate/up GEMMs
+  std::optional<SparseAttentionConfig> sparse_;
+  std::vector<sparse::LowRankPredictor> predictors_;  // per layer, with sparse_
 };
 TORCH_MODULE(CausalLM);
 
