@@ -14,7 +14,8 @@ namespace {
 
 TEST(TaskRegistry, ListsTheBuiltinsDefaultFirst) {
   const std::vector<std::string> names = task_names();
-  EXPECT_EQ(names, (std::vector<std::string>{"sum", "chain", "mul", "collatz", "calc"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"sum", "chain", "mul", "collatz", "calc", "retrieve"}));
   EXPECT_EQ(default_task_name(), "sum");
   for (const std::string& name : names) {
     EXPECT_EQ(get_task(name).name(), name);
@@ -28,7 +29,8 @@ TEST(TaskRegistry, UnknownNameListsTheKnownOnes) {
     FAIL() << "expected InputError";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("'summ'"), std::string::npos);
-    EXPECT_NE(std::string(e.what()).find("sum, chain, mul, collatz, calc"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("sum, chain, mul, collatz, calc, retrieve"),
+              std::string::npos);
   }
 }
 
@@ -46,6 +48,8 @@ TEST(TaskRegistry, GenerationIsPinned) {
   EXPECT_EQ(get_task("mul").generate(0).prompt, "488*9=");
   EXPECT_EQ(get_task("collatz").generate(42).prompt, "collatz(2439)=");
   EXPECT_EQ(get_task("calc").generate(42).prompt, "35*29+405*28+56*69+19*96=");
+  EXPECT_EQ(get_task("retrieve").generate(42).prompt.substr(0, 14), "ehi=52;awf=23;");
+  EXPECT_EQ(get_task("retrieve").generate(42).reference, "88");
 }
 
 class EveryTask : public testing::TestWithParam<std::string> {
@@ -106,7 +110,9 @@ TEST_P(EveryTask, TextIsPrintableAsciiAndLengthsStayCpuSized) {
     ASSERT_TRUE(printable(p.demonstration)) << p.demonstration;
     ASSERT_TRUE(printable(p.reference)) << p.reference;
     ASSERT_EQ(p.prompt.back(), '=');
-    ASSERT_LE(p.prompt.size() + p.demonstration.size(), 600u) << p.prompt;
+    // retrieve is the long-context task; the others fit a tiny model's context.
+    ASSERT_LE(p.prompt.size() + p.demonstration.size(), GetParam() == "retrieve" ? 16400u : 600u)
+        << p.prompt;
     ASSERT_GE(p.difficulty, 0);
     ASSERT_LE(p.difficulty, kMaxDifficulty);
     ASSERT_GT(p.visible_size, 0);

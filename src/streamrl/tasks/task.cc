@@ -9,6 +9,7 @@
 #include "streamrl/tasks/builtin/chain_task.h"
 #include "streamrl/tasks/builtin/collatz_task.h"
 #include "streamrl/tasks/builtin/mul_task.h"
+#include "streamrl/tasks/builtin/retrieve_task.h"
 #include "streamrl/tasks/builtin/sum_task.h"
 
 namespace streamrl::tasks {
@@ -21,7 +22,8 @@ const std::vector<const Task*>& builtin_tasks() {
   static const MulTask mul;
   static const CollatzTask collatz;
   static const CalcTask calc;
-  static const std::vector<const Task*> tasks = {&sum, &chain, &mul, &collatz, &calc};
+  static const RetrieveTask retrieve;
+  static const std::vector<const Task*> tasks = {&sum, &chain, &mul, &collatz, &calc, &retrieve};
   return tasks;
 }
 
