@@ -73,8 +73,9 @@ std::vector<CommandDefaults> all_defaults() {
     out.push_back({"train", cfg.resolved_yaml(), {"policy.init_from"}});
   }
   {
-    // `lina` is an optional section: an empty one lists its keys.
-    core::Config cfg = core::Config::from_string("model: qwen2.5-7b\nlina: {}");
+    // `lina` and `context_parallel` are optional sections: an empty one lists its keys.
+    core::Config cfg =
+        core::Config::from_string("model: qwen2.5-7b\nlina: {}\ncontext_parallel: {}");
     planner::PlanConfig::from_config(cfg);
     cfg.check_all_used();
     out.push_back({"plan", cfg.resolved_yaml(), {"model"}});

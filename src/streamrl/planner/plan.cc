@@ -316,7 +316,13 @@ json plan_heterogeneous(const PlanConfig& c) {
 PlanConfig PlanConfig::from_config(const core::Config& cfg) {
   PlanConfig c;
   if (cfg.has("lina")) c.lina = MoeStepSpec::from_config(cfg.section("lina"));
-  if (c.lina && !cfg.has("model")) {  // an MoE step plan only
+  const bool cp = cfg.has("context_parallel");
+  if ((c.lina || cp) && !cfg.has("model")) {  // an MoE step or context-parallel plan only
+    if (cp) {
+      c.context_parallel =
+          ContextParallelSpec::from_config(cfg.section("context_parallel"), nullptr,
+                                           find_accelerator("H800"), c.efficiency.train_mfu);
+    }
     c.max_outputs.clear();
     return c;
   }
@@ -410,11 +416,20 @@ PlanConfig PlanConfig::from_config(const core::Config& cfg) {
     s.get("baseline_devices", h.baseline_devices);
     h.mode = core::read_mode(s, "mode", h.mode);
   }
+  if (cp) {
+    c.context_parallel = ContextParallelSpec::from_config(cfg.section("context_parallel"), &c.shape,
+                                                          c.accelerator, c.efficiency.train_mfu);
+  }
   return c;
 }
 
 nlohmann::json run_plan(const PlanConfig& c) {
-  if (c.max_outputs.empty() && c.lina) return {{"lina", project_lina(*c.lina)}};
+  if (c.max_outputs.empty()) {
+    json out = json::object();
+    if (c.lina) out["lina"] = project_lina(*c.lina);
+    if (c.context_parallel) out["context_parallel"] = plan_context_parallel(*c.context_parallel);
+    return out;
+  }
   json scenarios = json::array();
   for (size_t i = 0; i < c.max_outputs.size(); ++i) {
     scenarios.push_back(plan_scenario(c, c.max_outputs[i], i == 0));
@@ -432,6 +447,7 @@ nlohmann::json run_plan(const PlanConfig& c) {
   if (c.heterogeneous.enabled) out["heterogeneous"] = plan_heterogeneous(c);
   if (!c.trace_path.empty()) out["trace"] = c.trace_path;
   if (c.lina) out["lina"] = project_lina(*c.lina);
+  if (c.context_parallel) out["context_parallel"] = plan_context_parallel(*c.context_parallel);
   return out;
 }
 
@@ -479,7 +495,13 @@ std::string format_plan(const nlohmann::json& p) {
     std::snprintf(line, sizeof line, fmt, args...);
     s += line;
   };
-  if (!p.contains("scenarios")) return format_lina(p["lina"]);
+  if (!p.contains("scenarios")) {
+    if (p.contains("lina")) s += format_lina(p["lina"]);
+    if (p.contains("context_parallel")) {
+      s += (s.empty() ? "" : "\n") + format_context_parallel(p["context_parallel"]);
+    }
+    return s;
+  }
   const double params = p["parameters"].get<double>();
   add("%s (%.1f%s parameters) on %d x %s, %d prompts x %d\n", p["model"].get<std::string>().c_str(),
       params >= 1e9 ? params / 1e9 : params / 1e6, params >= 1e9 ? "B" : "M",
@@ -573,6 +595,7 @@ std::string format_plan(const nlohmann::json& p) {
     }
   }
   if (p.contains("lina")) s += "\n" + format_lina(p["lina"]);
+  if (p.contains("context_parallel")) s += "\n" + format_context_parallel(p["context_parallel"]);
   return s;
 }
 

@@ -1,7 +1,8 @@
 // `streamrl plan --config FILE`: the planner's predictions for one cluster and model
 // (configs/plan/): Algorithm 1's allocation, emulated throughput per mode, the elastic schedule for
 // growing output lengths, the cost-effectiveness of a heterogeneous cross-datacenter set-up and
-// Lina's effect on an expert-parallel MoE step, each next to the paper's figure where one exists.
+// Lina's effect on an expert-parallel MoE step and the context-parallel degree for long-context
+// training, each next to the paper's figure where one exists.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "streamrl/planner/context_parallel.h"
 #include "streamrl/planner/cost_model.h"
 #include "streamrl/planner/emulator.h"
 #include "streamrl/planner/hardware.h"
@@ -78,6 +80,11 @@ struct PlanConfig {
   // link, under fair sharing, strict priority and Lina's scheduling. A plan with `lina` and no
   // `model` is about that alone (configs/plan/lina_16xa100.yaml).
   std::optional<MoeStepSpec> lina;
+
+  // `context_parallel`: sizing sparsity-aware context parallelism (DSV's HCP x SCP hybrid) for
+  // long-context training of `model`; with no `model`, its shape keys are required and the plan
+  // is about that alone.
+  std::optional<ContextParallelSpec> context_parallel;
 
   // Reads the keys named above; unknown keys and bad values are InputErrors.
   static PlanConfig from_config(const core::Config& config);
