@@ -25,14 +25,31 @@ constexpr int64_t kHeads = 2, kKvHeads = 1, kHeadDim = 64, kRank = 16, kBlock = 
 constexpr double kSparsity = 0.9;
 constexpr double kWeightScale = 2.0;
 
-// One forward + backward of attention `fn` over fresh leaf copies of q, k, v; seconds.
+// One forward + backward of attention `fn` over fresh leaf copies of q, k, v.
 template <class Fn>
-double fwd_bwd_seconds(const Tensor& q, const Tensor& k, const Tensor& v, Fn fn) {
-  Tensor ql = q.detach().requires_grad_(true), kl = k.detach().requires_grad_(true),
-         vl = v.detach().requires_grad_(true);
-  const auto t0 = core::Clock::now();
-  fn(ql, kl, vl).sum().backward();
-  return core::seconds_since(t0);
+void fwd_bwd(const Tensor& q, const Tensor& k, const Tensor& v, Fn fn) {
+  fn(q.detach().requires_grad_(true), k.detach().requires_grad_(true),
+     v.detach().requires_grad_(true))
+      .sum()
+      .backward();
+}
+
+// `dense` and `sparse` timed alternately: one warm-up call each, then `rounds` rounds of `reps`
+// calls each, logged as "dense_s" / "sparse_s" (seconds per call).
+template <class Dense, class Sparse>
+void time_alternately(Rounds& log, Dense dense, Sparse sparse, int rounds, int reps) {
+  auto timed = [reps](auto& fn) {
+    const auto t0 = core::Clock::now();
+    for (int i = 0; i < reps; ++i) fn();
+    return core::seconds_since(t0) / reps;
+  };
+  dense();  // first-call allocations
+  sparse();
+  for (int r = 0; r < rounds; ++r) {
+    log.begin_round(r);
+    log.add("dense_s", timed(dense));
+    log.add("sparse_s", timed(sparse));
+  }
 }
 
 // Synthetic layer input whose attention looks like a trained model's in the two ways that matter
@@ -92,19 +109,8 @@ nlohmann::json decode_comparison(sparse::LowRankPredictor& pred, int64_t S, int6
   auto sparse = [&] {
     return model::sparse_decode_attention(qs, kc, vc, qls, klc, slots, lens, scale, o);
   };
-  auto timed = [&](auto fn) {
-    const auto t0 = core::Clock::now();
-    for (int i = 0; i < reps; ++i) fn();
-    return core::seconds_since(t0) / reps;
-  };
-  timed(dense);  // warm-up
-  timed(sparse);
   Rounds log("sparse_decode", 1);
-  for (int r = 0; r < rounds; ++r) {
-    log.begin_round(r);
-    log.add("dense_s", timed(dense));
-    log.add("sparse_s", timed(sparse));
-  }
+  time_alternately(log, dense, sparse, rounds, reps);
   // Real attention of each head's query over every key, and its mass on the attended keys.
   const int64_t G = kHeads / kKvHeads;
   const Tensor kh = kc.repeat_interleave(G, 1);  // [rows, H, S, hd]
@@ -169,20 +175,8 @@ nlohmann::json decode_step_comparison(model::ModelConfig mc, int64_t S, int64_t 
   auto step = [&](model::CausalLM& lm, model::KVCache& cache) {
     return [&] { lm->forward_cached(tokens, pos, valid, slots, cache); };
   };
-  auto timed = [&](auto fn) {
-    const auto t0 = core::Clock::now();
-    for (int i = 0; i < reps; ++i) fn();
-    return core::seconds_since(t0) / reps;
-  };
-  const auto dense_step = step(dense, dense_cache), sparse_step = step(sparse, sparse_cache);
-  timed(dense_step);  // warm-up
-  timed(sparse_step);
   Rounds log("sparse_decode_step", 1);
-  for (int r = 0; r < rounds; ++r) {
-    log.begin_round(r);
-    log.add("dense_s", timed(dense_step));
-    log.add("sparse_s", timed(sparse_step));
-  }
+  time_alternately(log, step(dense, dense_cache), step(sparse, sparse_cache), rounds, reps);
   return {{"dense_step_s", log.summary("dense_s")},
           {"sparse_step_s", log.summary("sparse_s")},
           {"decode_speedup", log.ratio_median("dense_s", "sparse_s")},
@@ -245,13 +239,9 @@ nlohmann::json run_sparse_attention_bench(const BenchOptions& options) {
     };
     Rounds log("sparse_attention", 1);
     const int rounds = options.quick ? 1 : 5;
-    fwd_bwd_seconds(l.q, l.k, l.v, dense_fn);  // warm-up (first-call allocations)
-    fwd_bwd_seconds(l.q, l.k, l.v, sparse_fn);
-    for (int r = 0; r < rounds; ++r) {
-      log.begin_round(r);
-      log.add("dense_s", fwd_bwd_seconds(l.q, l.k, l.v, dense_fn));
-      log.add("sparse_s", fwd_bwd_seconds(l.q, l.k, l.v, sparse_fn));
-    }
+    time_alternately(
+        log, [&] { fwd_bwd(l.q, l.k, l.v, dense_fn); }, [&] { fwd_bwd(l.q, l.k, l.v, sparse_fn); },
+        rounds, 1);
     Tensor blocks;
     {
       torch::NoGradGuard no_grad;

@@ -112,47 +112,6 @@ torch::Tensor gathered_attention(const torch::Tensor& q, const torch::Tensor& k_
 #endif
 }
 
-}  // namespace
-
-torch::Tensor decode_attention(const torch::Tensor& q, const torch::Tensor& k_cache,
-                               const torch::Tensor& v_cache, const torch::Tensor& slots,
-                               const torch::Tensor& lens, double scale, int64_t max_len) {
-  if (!q.is_cpu() || q.scalar_type() != torch::kFloat32) {
-    return gathered_attention(q, k_cache, v_cache, slots, lens, scale, max_len);
-  }
-  TORCH_CHECK(q.dim() == 3 && k_cache.dim() == 4 && k_cache.is_contiguous() &&
-                  v_cache.is_contiguous() && q.scalar_type() == torch::kFloat32,
-              "decode_attention: bad shapes or layout");
-  const torch::Tensor qc = q.contiguous();
-  const int64_t N = q.size(0), H = q.size(1), hd = q.size(2);
-  const int64_t Hkv = k_cache.size(1), T = k_cache.size(2), G = H / Hkv;
-  torch::Tensor out = torch::zeros({N, H, hd});
-  const float* qp = qc.data_ptr<float>();
-  const float* kp = k_cache.data_ptr<float>();
-  const float* vp = v_cache.data_ptr<float>();
-  float* op = out.data_ptr<float>();
-  const int64_t* sp = slots.data_ptr<int64_t>();
-  const int64_t* lp = lens.data_ptr<int64_t>();
-  const float sc = static_cast<float>(scale);
-  const AttendFn attend_kv_head = attend_for(hd);
-  at::parallel_for(0, N, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> w;
-    for (int64_t n = begin; n < end; ++n) {
-      const int64_t len = lp[n];
-      w.resize(G * len);
-      for (int64_t j = 0; j < Hkv; ++j) {
-        // Query head h = j * G + g uses kv head j, so the G heads of j are contiguous in q.
-        const int64_t base = ((sp[n] * Hkv + j) * T) * hd;
-        attend_kv_head(qp + (n * H + j * G) * hd, kp + base, vp + base, len, hd, G, sc, w.data(),
-                       op + (n * H + j * G) * hd);
-      }
-    }
-  });
-  return out;
-}
-
-namespace {
-
 // The `keep` candidate blocks [0, window) of highest low-rank score, ascending, into `order`.
 // q_lr: the G heads' rows [G, r]; k_lr: their caches [G, T, r]; a block scores the highest
 // q_lr . k_lr over its keys and the G heads.
@@ -188,7 +147,92 @@ void check_sparse_inputs(const torch::Tensor& q_lr, const torch::Tensor& k_lr_ca
               "sparse decoding: block must be positive, keep and recent non-negative");
 }
 
+// What sparse decoding adds to the dense kernel's inputs.
+struct LowRank {
+  const float* q_lr;  // [N, H, r]
+  const float* k_lr;  // [S, H, T, r]
+  int64_t r;
+  SparseDecodeOptions options;
+};
+
+// The CPU kernel of both paths: per row and kv head, the G query heads attend to every cached key
+// or, with `low_rank` and a context long enough, to the selected blocks and the window (gathered
+// into a scratch buffer, so the same attend loop runs over contiguous rows).
+torch::Tensor attend_rows(const torch::Tensor& q, const torch::Tensor& k_cache,
+                          const torch::Tensor& v_cache, const torch::Tensor& slots,
+                          const torch::Tensor& lens, double scale, const LowRank* low_rank,
+                          int64_t* attended) {
+  TORCH_CHECK(q.dim() == 3 && k_cache.dim() == 4 && k_cache.is_contiguous() &&
+                  v_cache.is_contiguous() && q.scalar_type() == torch::kFloat32,
+              "decode_attention: bad shapes or layout");
+  const torch::Tensor qc = q.contiguous();
+  const int64_t N = q.size(0), H = q.size(1), hd = q.size(2);
+  const int64_t Hkv = k_cache.size(1), T = k_cache.size(2), G = H / Hkv;
+  torch::Tensor out = torch::zeros({N, H, hd});
+  const float* qp = qc.data_ptr<float>();
+  const float* kp = k_cache.data_ptr<float>();
+  const float* vp = v_cache.data_ptr<float>();
+  float* op = out.data_ptr<float>();
+  const int64_t* sp = slots.data_ptr<int64_t>();
+  const int64_t* lp = lens.data_ptr<int64_t>();
+  const float sc = static_cast<float>(scale);
+  const AttendFn attend_kv_head = attend_for(hd);
+  std::atomic<int64_t> keys{0};
+  at::parallel_for(0, N * Hkv, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> w, kbuf, vbuf, score;
+    std::vector<int64_t> order;
+    int64_t local_keys = 0;
+    for (int64_t task = begin; task < end; ++task) {
+      // Query head h = j * G + g uses kv head j, so the G heads of j are contiguous in q.
+      const int64_t n = task / Hkv, j = task % Hkv, len = lp[n];
+      const int64_t base = ((sp[n] * Hkv + j) * T) * hd;
+      const float* qn = qp + (n * H + j * G) * hd;
+      float* on = op + (n * H + j * G) * hd;
+      // Sparse: blocks [window, ...) hold the recent keys and are always attended; the blocks
+      // before are the candidates.
+      const SparseDecodeOptions* o = low_rank ? &low_rank->options : nullptr;
+      const int64_t window = o ? std::max<int64_t>(0, len - o->recent) / o->block : 0;
+      if (!o || window < o->keep) {
+        w.resize(G * len);
+        attend_kv_head(qn, kp + base, vp + base, len, hd, G, sc, w.data(), on);
+        local_keys += len;
+        continue;
+      }
+      const int64_t B = o->block, r = low_rank->r;
+      select_blocks(low_rank->q_lr + (n * H + j * G) * r,
+                    low_rank->k_lr + ((sp[n] * H + j * G) * T) * r, G, T, r, window, B, o->keep,
+                    score, order);
+      const int64_t tail = len - window * B, M = o->keep * B + tail;
+      kbuf.resize(M * hd);
+      vbuf.resize(M * hd);
+      int64_t m = 0;
+      auto take = [&](int64_t from, int64_t count) {
+        std::copy_n(kp + base + from * hd, count * hd, kbuf.data() + m * hd);
+        std::copy_n(vp + base + from * hd, count * hd, vbuf.data() + m * hd);
+        m += count;
+      };
+      for (int64_t b : order) take(b * B, B);
+      take(window * B, tail);
+      w.resize(G * M);
+      attend_kv_head(qn, kbuf.data(), vbuf.data(), M, hd, G, sc, w.data(), on);
+      local_keys += M;
+    }
+    keys += local_keys;
+  });
+  if (attended) *attended = keys.load();
+  return out;
+}
+
 }  // namespace
+
+torch::Tensor decode_attention(const torch::Tensor& q, const torch::Tensor& k_cache,
+                               const torch::Tensor& v_cache, const torch::Tensor& slots,
+                               const torch::Tensor& lens, double scale, int64_t max_len) {
+  if (!q.is_cpu() || q.scalar_type() != torch::kFloat32) {
+    return gathered_attention(q, k_cache, v_cache, slots, lens, scale, max_len);
+  }
+  return attend_rows(q, k_cache, v_cache, slots, lens, scale, nullptr, nullptr);
+}
 
 torch::Tensor sparse_decode_key_mask(const torch::Tensor& q_lr, const torch::Tensor& k_lr_cache,
                                      int64_t kv_heads, const torch::Tensor& slots,
@@ -232,68 +276,14 @@ torch::Tensor sparse_decode_attention(const torch::Tensor& q, const torch::Tenso
                                       const torch::Tensor& lens, double scale,
                                       const SparseDecodeOptions& options, int64_t* attended) {
   check_sparse_inputs(q_lr, k_lr_cache, options);
-  TORCH_CHECK(q.is_cpu() && q.scalar_type() == torch::kFloat32 && q.dim() == 3 &&
-                  k_cache.dim() == 4 && k_cache.is_contiguous() && v_cache.is_contiguous() &&
-                  q_lr.size(0) == q.size(0) && q_lr.size(1) == q.size(1) &&
-                  k_lr_cache.size(2) == k_cache.size(2),
+  TORCH_CHECK(q.is_cpu() && q.scalar_type() == torch::kFloat32 && q.size(0) == q_lr.size(0) &&
+                  q.size(1) == q_lr.size(1) && k_lr_cache.size(2) == k_cache.size(2),
               "sparse_decode_attention: needs CPU float q [N, H, hd] and caches [S, Hkv, T, hd] "
               "matching q_lr and k_lr_cache");
-  const torch::Tensor qc = q.contiguous(), qlc = q_lr.to(torch::kFloat32).contiguous();
-  const torch::Tensor klc = k_lr_cache.to(torch::kFloat32);
-  const int64_t N = q.size(0), H = q.size(1), hd = q.size(2), r = q_lr.size(2);
-  const int64_t Hkv = k_cache.size(1), T = k_cache.size(2), G = H / Hkv;
-  const int64_t B = options.block;
-  torch::Tensor out = torch::zeros({N, H, hd});
-  const float* qp = qc.data_ptr<float>();
-  const float* qlp = qlc.data_ptr<float>();
-  const float* klp = klc.data_ptr<float>();
-  const float* kp = k_cache.data_ptr<float>();
-  const float* vp = v_cache.data_ptr<float>();
-  float* op = out.data_ptr<float>();
-  const int64_t* sp = slots.data_ptr<int64_t>();
-  const int64_t* lp = lens.data_ptr<int64_t>();
-  const float sc = static_cast<float>(scale);
-  const AttendFn attend_kv_head = attend_for(hd);
-  std::atomic<int64_t> keys{0};
-  at::parallel_for(0, N * Hkv, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> w, kbuf, vbuf, score;
-    std::vector<int64_t> order;
-    int64_t local_keys = 0;
-    for (int64_t task = begin; task < end; ++task) {
-      const int64_t n = task / Hkv, j = task % Hkv, len = lp[n];
-      const int64_t base = ((sp[n] * Hkv + j) * T) * hd;
-      const float* qn = qp + (n * H + j * G) * hd;
-      float* on = op + (n * H + j * G) * hd;
-      // Blocks [window, ...) hold the recent keys and are always attended; the blocks before are
-      // the candidates.
-      const int64_t window = std::max<int64_t>(0, len - options.recent) / B;
-      if (window < options.keep) {
-        w.resize(G * len);
-        attend_kv_head(qn, kp + base, vp + base, len, hd, G, sc, w.data(), on);
-        local_keys += len;
-        continue;
-      }
-      select_blocks(qlp + (n * H + j * G) * r, klp + ((sp[n] * H + j * G) * T) * r, G, T, r, window,
-                    B, options.keep, score, order);
-      const int64_t tail = len - window * B, M = options.keep * B + tail;
-      kbuf.resize(M * hd);
-      vbuf.resize(M * hd);
-      int64_t m = 0;
-      auto take = [&](int64_t from, int64_t count) {
-        std::copy_n(kp + base + from * hd, count * hd, kbuf.data() + m * hd);
-        std::copy_n(vp + base + from * hd, count * hd, vbuf.data() + m * hd);
-        m += count;
-      };
-      for (int64_t b : order) take(b * B, B);
-      take(window * B, tail);
-      w.resize(G * M);
-      attend_kv_head(qn, kbuf.data(), vbuf.data(), M, hd, G, sc, w.data(), on);
-      local_keys += M;
-    }
-    keys += local_keys;
-  });
-  if (attended) *attended = keys.load();
-  return out;
+  const torch::Tensor qlc = q_lr.to(torch::kFloat32).contiguous();
+  const torch::Tensor klc = k_lr_cache.to(torch::kFloat32).contiguous();
+  const LowRank low_rank{qlc.data_ptr<float>(), klc.data_ptr<float>(), q_lr.size(2), options};
+  return attend_rows(q, k_cache, v_cache, slots, lens, scale, &low_rank, attended);
 }
 
 }  // namespace streamrl::model
