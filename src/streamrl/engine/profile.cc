@@ -8,7 +8,7 @@
 
 #include "streamrl/core/errors.h"
 #include "streamrl/core/threads.h"
-#include "streamrl/engine/sampler.h"
+#include "streamrl/engine/engine.h"
 #include "streamrl/model/kv_cache.h"
 
 namespace streamrl::engine {
@@ -23,26 +23,31 @@ Profile measure_profile(model::CausalLM& model, const ProfileConfig& config) {
   Profile p;
   p.threads = core::aten_threads();
   const auto& mc = model->config();
-  SamplingParams params;
   for (int ctx : config.contexts) {
-    if (ctx + config.steps + 1 > mc.max_position_embeddings) continue;
+    if (ctx < 1 || ctx + config.steps + 2 > mc.max_position_embeddings) continue;
     for (int bs : config.batch_sizes) {
-      // Cache contents do not change the cost of attention, so the cache is left as zeros and
-      // only the positions say how much context each step attends to.
-      model::KVCache cache(mc, bs, ctx + config.steps + 1, model->options());
-      auto slots = torch::arange(bs, torch::kLong);
-      auto tokens = torch::randint(mc.vocab_size, {bs, 1}, torch::kLong);
-      auto valid = torch::ones({bs, 1}, torch::kBool);
-      std::vector<const SamplingParams*> ps(bs, &params);
-      std::vector<double> u(bs, 0.5);
+      // Real engine steps, so the profile holds what a step costs beyond the forward: inputs,
+      // sampling, the host copy, per-sample bookkeeping. `bs` requests of a `ctx`-token prompt;
+      // the first step admits and prefills them, each later one decodes at one more token of
+      // context. Cache contents do not change the cost, so prompts are arbitrary tokens.
+      EngineConfig ec;
+      ec.max_batch_size = bs;
+      ec.max_seq_len = ctx + config.steps + 2;
+      Engine engine(model, ec);
+      for (int i = 0; i < bs; ++i) {
+        Request r;
+        r.request_id = i;
+        r.prompt_ids.assign(ctx, static_cast<int32_t>(i % mc.vocab_size));
+        r.params.max_new_tokens = config.steps + 2;
+        r.params.seed = static_cast<uint64_t>(i);
+        engine.add_request(std::move(r));
+      }
+      engine.step();  // admission and prefill
       std::vector<double> times;
-      for (int s = 0; s <= config.steps; ++s) {
-        auto t0 = Clock::now();
-        auto logits = model->forward_cached(tokens, torch::full({bs, 1}, ctx + s, torch::kLong),
-                                            valid, slots, cache);
-        // One copy to the host per step, as the engine does (it also ends the step's timing).
-        tokens = sample_tokens(logits, ps, u).tokens.cpu().view({bs, 1});
-        if (s > 0) times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+      for (int s = 0; s < config.steps; ++s) {
+        const auto t0 = Clock::now();
+        engine.step();
+        times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
       }
       p.ptl.push_back({bs, ctx, core::median(times)});
     }
