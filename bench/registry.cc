@@ -7,6 +7,7 @@
 #include "lina_bench.h"
 #include "model_speed.h"
 #include "moe_bench.h"
+#include "pipeline_bench.h"
 #include "rl_modes_bench.h"
 #include "serve_bench.h"
 #include "skew_bench.h"
@@ -46,6 +47,10 @@ const std::vector<Benchmark>& all_benchmarks() {
        "tiny MoE SFT: top-2 vs adaptive gating (T 0.1, 0.2) +- curriculum, time to the same "
        "held-out loss; async RL with and without routing replay",
        run_moe_bench, true},
+      {"pipeline",
+       "per-batch pipeline plans (PipeWeaver/DIP), emulated: static 1F1B vs dynamic at PP 2/4/8, "
+       "V 1/2 on long-tailed batches; planner time and the share planning ahead hides",
+       run_pipeline_bench},
       {"rl_modes", "colocate / disagg / stream / async on the same GRPO workload and cores",
        run_rl_modes, true},
       {"serve",

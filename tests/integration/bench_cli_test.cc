@@ -132,6 +132,33 @@ TEST_F(BenchCli, SparseAttentionTimesBothKernelsAndThePredictorLearns) {
   }
 }
 
+// Emulated only (no pipeline executor yet): every config has the static and dynamic figures,
+// the plan is never slower than the baseline, and planning ahead hides planning time.
+TEST_F(BenchCli, PipelineComparesStaticAndDynamicPlansAndPlansAhead) {
+  auto r = run_streamrl({"bench", "pipeline", "--quick", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json j = nlohmann::json::parse(last_line(r.output), nullptr, false);
+  ASSERT_TRUE(j.is_object()) << r.output;
+  EXPECT_TRUE(j["not_measured"].is_string());
+  EXPECT_TRUE(j["dynamic_speedup_median"].is_number());
+  ASSERT_FALSE(j["configs"].empty());
+  for (const auto& [key, c] : j["configs"].items()) {
+    EXPECT_GE(j["dynamic_speedup"][key].get<double>(), 1.0 - 1e-9) << key;
+    EXPECT_GE(c["dynamic_speedup"]["min"].get<double>(), 1.0 - 1e-9) << key;
+    EXPECT_GT(c["static_step_s"]["median"].get<double>(), 0) << key;
+    EXPECT_GT(c["dynamic_step_s"]["median"].get<double>(), 0) << key;
+    for (const char* b : {"static_bubble_ratio", "dynamic_bubble_ratio"}) {
+      EXPECT_GE(c[b]["min"].get<double>(), 0) << key << " " << b;
+      EXPECT_LT(c[b]["max"].get<double>(), 1) << key << " " << b;
+    }
+    EXPECT_GT(c["planner_wall_s"]["median"].get<double>(), 0) << key;
+    const double hidden = c["plan_ahead"]["hidden_share"].get<double>();
+    EXPECT_GE(hidden, 0) << key;
+    EXPECT_LE(hidden, 1 + 1e-9) << key;
+  }
+  EXPECT_GT(j["workload"]["tokens"]["p50"].get<double>(), 100);
+}
+
 TEST_F(BenchCli, SetIsRefusedByBenchesWithoutARunConfig) {
   auto r = run_streamrl({"bench", "engine", "--quick", "--set", "mode=async"});
   EXPECT_EQ(r.exit_code, 2) << r.output;
