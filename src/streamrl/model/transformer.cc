@@ -259,6 +259,7 @@ Tensor CausalLMImpl::run(const Tensor& tokens, const Tensor& positions, const Te
       Tensor o;  // [N, H, hd]
       if (sparse_ && qf.is_cpu() && qf.scalar_type() == torch::kFloat32) {
         // Low-rank queries and keys of the new tokens; the keys cached like the real ones.
+        torch::NoGradGuard no_grad;  // the predictors learn only in fit_sparse_predictors
         auto [q_lr, k_lr] = predictors_[li]->forward(x.reshape({B * T, -1}));  // [H, B*T, r]
         q_lr = q_lr.transpose(0, 1);
         k_lr = k_lr.transpose(0, 1);
