@@ -121,16 +121,18 @@ nlohmann::json run_rl(const RlRunConfig& c, const std::string& resolved_config_y
     IterationStats st;
     const double collectives_before = roles.group ? roles.group->collective_seconds() : 0;
     const UpdateResult up = loop.run_iteration(it, &st);
-    if (roles.group) st.collectives_s = roles.group->collective_seconds() - collectives_before;
     const int64_t done = it + 1;
-    const double iter_s = core::seconds_since(iter_start);
-    IterationRecord r = iteration_record(c, it, st, up, loop, iter_s, roles.group.get());
     const bool checkpoint_now =
         c.checkpoint.every > 0 && done % c.checkpoint.every == 0 && done < c.iterations;
     if (roles.group && (checkpoint_now || done == c.iterations)) {
+      // Inside the iteration's time and collectives: a link that drops during this check stalls
+      // the run here, and the metrics must say so.
       dist::check_same_on_every_rank(*roles.group, roles.policy->parameters(),
                                      "policy weights after iteration " + std::to_string(done));
     }
+    if (roles.group) st.collectives_s = roles.group->collective_seconds() - collectives_before;
+    const double iter_s = core::seconds_since(iter_start);
+    IterationRecord r = iteration_record(c, it, st, up, loop, iter_s, roles.group.get());
     if (!roles.lead) continue;
     collapse.observe_iteration(r.reward_mean, r.mean_length);
     if (c.eval_every > 0 && done % c.eval_every == 0 && done < c.iterations && c.eval.n > 0) {
