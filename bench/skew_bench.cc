@@ -348,8 +348,8 @@ nlohmann::json run_skew_bench(const BenchOptions& options) {
 
   // 5. The variants on 2 instances (the headline) and, as a wider view, on 4.
   const bool isolated = threads < kInstances;
-  // A whole batch takes about 0.2 s of one core per variant: a few milliseconds of noise move a ratio
-  // by a few percent, so the median is taken over many repeats.
+  // A whole batch takes about 0.2 s of one core per variant: a few milliseconds of noise move a
+  // ratio by a few percent, so the median is taken over many repeats.
   const int reps = options.quick ? 1 : 11;
   std::vector<double> truth;
   nlohmann::json two =
