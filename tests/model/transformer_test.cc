@@ -175,5 +175,37 @@ TEST(Transformer, ScoreIsDifferentiableAndEntropyIsPositive) {
   for (auto& p : lm->parameters()) ASSERT_TRUE(p.grad().defined());
 }
 
+// Pipeline stages chain to the whole model: scores and gradients agree, whatever the cut.
+TEST(Transformer, StagesChainedEqualScore) {
+  ModelConfig c = tiny_config(4, 2, true, false);
+  c.num_hidden_layers = 4;
+  CausalLM lm(c);
+  auto tokens = torch::randint(37, {3, 7}, torch::kLong);
+  auto valid = torch::ones({3, 7}, torch::kBool);
+  valid[1].narrow(0, 5, 2).fill_(false);
+  const torch::Tensor whole = lm->score(tokens, valid).logprobs;
+  whole.sum().backward();
+  std::vector<torch::Tensor> grads;
+  for (auto& p : lm->parameters()) grads.push_back(p.grad().clone()), p.mutable_grad().reset();
+
+  const int cuts[] = {0, 1, 3, 4};
+  torch::Tensor h;
+  ScoreOutput last;
+  for (int s = 0; s < 3; ++s) {
+    StageOutput out = lm->score_layers(tokens, valid, h, cuts[s], cuts[s + 1]);
+    if (s < 2) EXPECT_FALSE(out.score.logprobs.defined());
+    h = out.hidden;
+    last = out.score;
+  }
+  EXPECT_LT((last.logprobs - whole).abs().max().item<double>(), 1e-6);
+  last.logprobs.sum().backward();
+  size_t i = 0;
+  for (auto& p : lm->parameters()) {
+    EXPECT_LT((p.grad() - grads[i++]).abs().max().item<double>(), 1e-5);
+  }
+  EXPECT_THROW(lm->score_layers(tokens, valid, {}, 1, 4), c10::Error);  // no input
+  EXPECT_THROW(lm->score_layers(tokens, valid, {}, 0, 5), c10::Error);  // past the end
+}
+
 }  // namespace
 }  // namespace streamrl::model

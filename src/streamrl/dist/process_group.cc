@@ -172,7 +172,19 @@ ProcessGroup::ProcessGroup(const ProcessGroupOptions& options) : options_(option
   }
 }
 
-ProcessGroup::~ProcessGroup() = default;
+struct ProcessGroup::PendingSend {
+  c10::intrusive_ptr<c10d::Work> work;
+  std::vector<torch::Tensor> buffer;  // alive until the peer has it
+  std::string what;
+};
+
+ProcessGroup::~ProcessGroup() {
+  // Sends still in flight hold buffers Gloo writes from: let them finish or fail first.
+  try {
+    wait_sends();
+  } catch (const std::exception&) {
+  }
+}
 
 namespace {
 
@@ -182,7 +194,8 @@ void wait_for(const c10::intrusive_ptr<c10d::Work>& work, const std::string& op,
               const ProcessGroupOptions& o, double& seconds_total) {
   const auto start = std::chrono::steady_clock::now();
   try {
-    work->wait();
+    // The explicit bound: a point-to-point recv whose peer died before sending has no other.
+    work->wait(o.timeout);
     seconds_total +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   } catch (const std::exception& e) {
@@ -341,6 +354,42 @@ std::unique_ptr<ProcessGroup> ProcessGroup::subgroup(const std::vector<int>& ran
     throw RuntimeFailure(msg);
   }
   return std::unique_ptr<ProcessGroup>(new ProcessGroup(o, std::move(impl)));
+}
+
+void ProcessGroup::send(const torch::Tensor& tensor, int dst, int tag) {
+  if (dst < 0 || dst >= options_.world_size || dst == options_.rank) {
+    throw InputError("process group send: rank " + std::to_string(options_.rank) +
+                     " cannot send to rank " + std::to_string(dst) + " of " +
+                     std::to_string(options_.world_size));
+  }
+  PendingSend p;
+  p.buffer = {tensor.detach().to(torch::kCPU).contiguous()};  // the caller does not write to it
+  p.what = "send to rank " + std::to_string(dst) + " (tag " + std::to_string(tag) + ")";
+  p.work = impl_->pg->send(p.buffer, dst, tag);
+  sends_.push_back(std::move(p));
+  // Completed sends release their buffers.
+  std::erase_if(sends_, [](const PendingSend& s) { return s.work->isCompleted(); });
+}
+
+torch::Tensor ProcessGroup::recv(at::IntArrayRef shape, const torch::TensorOptions& options,
+                                 int src, int tag) {
+  if (src < 0 || src >= options_.world_size || src == options_.rank) {
+    throw InputError("process group recv: rank " + std::to_string(options_.rank) +
+                     " cannot receive from rank " + std::to_string(src) + " of " +
+                     std::to_string(options_.world_size));
+  }
+  std::vector<torch::Tensor> buf = {
+      torch::empty(shape, torch::TensorOptions().dtype(options.dtype()))};
+  wait_for(impl_->pg->recv(buf, src, tag),
+           "recv from rank " + std::to_string(src) + " (tag " + std::to_string(tag) + ")", options_,
+           collective_seconds_);
+  return buf[0].to(options.device());
+}
+
+void ProcessGroup::wait_sends() {
+  std::vector<PendingSend> pending = std::move(sends_);
+  sends_.clear();
+  for (PendingSend& p : pending) wait_for(p.work, p.what, options_, collective_seconds_);
 }
 
 void ProcessGroup::barrier() {

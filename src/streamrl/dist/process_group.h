@@ -71,6 +71,14 @@ class ProcessGroup {
   // Returns once every rank has called it.
   void barrier();
 
+  // Point-to-point (pipeline parallelism's activations and gradients), matched by (peer, tag):
+  // send returns at once, keeping its copy of `tensor` until the peer takes it; recv waits for the
+  // peer's send of a tensor of `shape` and returns it on `options`' device. Not collectives: only
+  // the two ranks call them. wait_sends() waits for every send still in flight (bounded, as recv).
+  void send(const torch::Tensor& tensor, int dst, int tag);
+  torch::Tensor recv(at::IntArrayRef shape, const torch::TensorOptions& options, int src, int tag);
+  void wait_sends();
+
   // A group of the world's `ranks` (ascending; this rank among them), over the same rendezvous
   // store under its own `name`. Only its members call it, all with the same arguments; rank and
   // world_size of the result are within the subgroup.
@@ -82,6 +90,8 @@ class ProcessGroup {
   ProcessGroupOptions options_;
   std::unique_ptr<Impl> impl_;
   double collective_seconds_ = 0;
+  struct PendingSend;
+  std::vector<PendingSend> sends_;
 };
 
 // Sums the gradients of `parameters` across ranks, in place. A parameter with a gradient on some

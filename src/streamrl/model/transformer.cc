@@ -194,7 +194,8 @@ CausalLMImpl::CausalLMImpl(const ModelConfig& config, uint64_t seed) : config_(c
 Tensor CausalLMImpl::run(const Tensor& tokens, const Tensor& positions, const Tensor& mask,
                          KVCache* cache, const KvWrite* write,
                          std::vector<MoeLayerTrace>* moe_traces, const std::vector<Tensor>* forced,
-                         bool apply_forced, std::vector<AttentionCapture>* capture) {
+                         bool apply_forced, std::vector<AttentionCapture>* capture,
+                         const LayerSpan& span) {
   const ModelConfig& c = config_;
   const int64_t B = tokens.size(0), T = tokens.size(1);
   const int64_t H = c.num_attention_heads, Hkv = c.num_key_value_heads, hd = c.head_dim;
@@ -206,11 +207,13 @@ Tensor CausalLMImpl::run(const Tensor& tokens, const Tensor& positions, const Te
   Tensor sin = rope_sin_.index_select(0, flat_pos).view({B, T, 1, hd});
 
   const Tensor attn_mask = mask.defined() ? attention_mask(mask) : mask;  // training path only
-  Tensor h = embed_tokens_->forward(tokens);                              // [B, T, D]
+  Tensor h = span.input.defined() ? span.input : embed_tokens_->forward(tokens);  // [B, T, D]
+  const size_t first = static_cast<size_t>(span.first);
+  const size_t end = span.end < 0 ? layers_.size() : static_cast<size_t>(span.end);
   size_t moe_index = 0;
   const bool fuse =
       cache != nullptr && fuse_inference_ && h.is_cpu() && !torch::GradMode::is_enabled();
-  for (size_t li = 0; li < layers_.size(); ++li) {
+  for (size_t li = first; li < end; ++li) {
     Layer& layer = *layers_[li];
     Tensor x = rms_norm(h, layer.input_norm, c.rms_norm_eps);
     Tensor q, k, v;
@@ -300,7 +303,7 @@ Tensor CausalLMImpl::run(const Tensor& tokens, const Tensor& positions, const Te
     }
     h = h + mlp;
   }
-  return rms_norm(h, final_norm_, c.rms_norm_eps);
+  return end == layers_.size() ? rms_norm(h, final_norm_, c.rms_norm_eps) : h;
 }
 
 Tensor CausalLMImpl::output_logits(const Tensor& hidden) {
@@ -309,9 +312,22 @@ Tensor CausalLMImpl::output_logits(const Tensor& hidden) {
 
 ScoreOutput CausalLMImpl::score(const Tensor& tokens, const Tensor& valid,
                                 const ScoreOptions& options) {
+  return score_layers(tokens, valid, Tensor(), 0, static_cast<int>(layers_.size()), options).score;
+}
+
+StageOutput CausalLMImpl::score_layers(const Tensor& tokens, const Tensor& valid,
+                                       const Tensor& input, int first, int end,
+                                       const ScoreOptions& options) {
   TORCH_CHECK(tokens.dim() == 2 && valid.sizes() == tokens.sizes(),
               "score: tokens and valid must both be [B, T], got ", tokens.sizes(), " and ",
               valid.sizes());
+  const int layers = static_cast<int>(layers_.size());
+  TORCH_CHECK(0 <= first && first < end && end <= layers, "score_layers: layers [", first, ", ",
+              end, ") of ", layers);
+  TORCH_CHECK(first == 0 || input.defined(), "score_layers: layer ", first,
+              " needs the previous stage's hidden states");
+  TORCH_CHECK((first == 0 && end == layers) || !config_.is_moe(),
+              "score_layers: pipeline stages of MoE models are not supported");
   const int64_t T = tokens.size(1);
   const Tensor tokens_d = tokens.to(device());
   Tensor valid_b = valid.to(device()).to(torch::kBool);
@@ -329,8 +345,11 @@ ScoreOutput CausalLMImpl::score(const Tensor& tokens, const Tensor& valid,
     TORCH_CHECK(config_.is_moe(), "score: routing replay needs an MoE model");
   }
   AutocastGuard autocast(device(), autocast_dtype_);
-  Tensor hidden = run(tokens_d, positions, allowed, nullptr, nullptr, &traces,
-                      options.replay_routing, options.replay_apply);
+  StageOutput stage;
+  stage.hidden = run(tokens_d, positions, allowed, nullptr, nullptr, &traces,
+                     options.replay_routing, options.replay_apply, nullptr, {first, end, input});
+  if (end < layers) return stage;
+  const Tensor& hidden = stage.hidden;
   // [B, T, V]; position t predicts token t+1. Log-prob and loss maths in fp32 whatever the
   // weights' or autocast's dtype.
   Tensor logits = output_logits(hidden).to(torch::kFloat32);
@@ -343,7 +362,7 @@ ScoreOutput CausalLMImpl::score(const Tensor& tokens, const Tensor& valid,
   Tensor scored = valid_b.narrow(1, 1, T - 1) & valid_b.narrow(1, 0, T - 1);
   Tensor lp = logp.gather(-1, target).squeeze(-1).masked_fill(~scored, 0.0);
 
-  ScoreOutput out;
+  ScoreOutput& out = stage.score;
   out.logprobs = torch::cat({torch::zeros({tokens.size(0), 1}, lp.options()), lp}, 1);
   if (options.return_entropy) {
     Tensor ent = -(logp.exp() * logp).sum(-1).masked_fill(~scored, 0.0);
@@ -351,7 +370,7 @@ ScoreOutput CausalLMImpl::score(const Tensor& tokens, const Tensor& valid,
   }
   if (options.return_logits) out.logits = logits;
   if (config_.is_moe()) out.moe = moe_aux_losses(traces, valid_b, config_.num_experts);
-  return out;
+  return stage;
 }
 
 Tensor CausalLMImpl::forward_cached(const Tensor& tokens, const Tensor& positions,

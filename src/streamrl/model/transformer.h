@@ -41,6 +41,12 @@ struct ScoreOutput {
   std::optional<MoeAuxLosses> moe;  // MoE models: router losses over the valid tokens
 };
 
+// One pipeline stage's share of the training path (CausalLMImpl::score_layers).
+struct StageOutput {
+  torch::Tensor hidden;  // [B, T, D] after the stage's last layer (the last stage: normed)
+  ScoreOutput score;     // set when the stage ends with the model's last layer
+};
+
 // DSV sparse decoding of long contexts (off by default): per layer a low-rank predictor, whose keys
 // the KV cache holds beside the real ones, picks the key blocks each decode row attends to.
 struct SparseAttentionConfig {
@@ -52,6 +58,12 @@ struct SparseAttentionConfig {
 // [B, T, H, hd] and k [B, T, Hkv, hd] after RoPE (what the predictor learns to score like).
 struct AttentionCapture {
   torch::Tensor x, q, k;
+};
+
+// Layers [first, end) on `input` (undefined: the tokens' embeddings); end == -1: to the last.
+struct LayerSpan {
+  int first = 0, end = -1;
+  torch::Tensor input;
 };
 
 // HF parameter names come from the module tree: model.embed_tokens.weight,
@@ -93,6 +105,14 @@ class CausalLMImpl : public torch::nn::Module {
   ScoreOutput score(const torch::Tensor& tokens, const torch::Tensor& valid,
                     const ScoreOptions& options = {});
 
+  // Pipeline parallelism: the training path of layers [first, end) only. `input` is the hidden
+  // states [B, T, D] the previous stage produced (undefined when first == 0: the tokens are
+  // embedded). When end is the layer count the final norm and LM head follow and `score` holds
+  // what `score` returns. Chaining the stages over 0 .. L gives `score`. Dense models only.
+  StageOutput score_layers(const torch::Tensor& tokens, const torch::Tensor& valid,
+                           const torch::Tensor& input, int first, int end,
+                           const ScoreOptions& options = {});
+
   // Inference path: runs new tokens through the model, appending their keys/values to `cache`.
   // tokens [B, T] int64 new tokens, positions [B, T] int64 absolute positions (the token count
   // already cached for that slot, +0, +1, ...), valid [B, T] bool (padding is never cached),
@@ -123,11 +143,12 @@ class CausalLMImpl : public torch::nn::Module {
  private:
   struct Layer;
   struct KvWrite;
+  // Returns the hidden states after the span, through the final norm when it reaches the end.
   torch::Tensor run(const torch::Tensor& tokens, const torch::Tensor& positions,
                     const torch::Tensor& mask, KVCache* cache, const KvWrite* write,
                     std::vector<MoeLayerTrace>* moe_traces = nullptr,
                     const std::vector<torch::Tensor>* forced = nullptr, bool apply_forced = true,
-                    std::vector<AttentionCapture>* capture = nullptr);
+                    std::vector<AttentionCapture>* capture = nullptr, const LayerSpan& span = {});
   torch::Tensor output_logits(const torch::Tensor& hidden);
 
   ModelConfig config_;

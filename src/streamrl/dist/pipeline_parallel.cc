@@ -1,0 +1,139 @@
+#include "streamrl/dist/pipeline_parallel.h"
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <utility>
+
+#include "streamrl/core/errors.h"
+
+namespace streamrl::dist {
+
+using torch::Tensor;
+
+namespace {
+
+double since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// Point-to-point tags: the activation virtual stage v sends v + 1 for micro-batch m, and the
+// gradient v + 1 sends back, each unique within one run (runs follow each other in order).
+int tag(int micro_batch, int virtual_stage, int virtual_stages, bool gradient) {
+  return 2 * (micro_batch * virtual_stages + virtual_stage) + (gradient ? 1 : 0);
+}
+
+}  // namespace
+
+PipelineLayout::PipelineLayout(int world, int pp, int rank) : world(world), pp(pp), rank(rank) {
+  if (pp < 1 || world % pp != 0) {
+    throw InputError("parallel.pp = " + std::to_string(pp) + " must be >= 1 and divide the " +
+                     std::to_string(world) + " ranks");
+  }
+}
+
+PipelineStage::PipelineStage(model::CausalLM& model, ProcessGroup& world, int pp,
+                             const pipeline::Partition& partition)
+    : model_(model),
+      world_(world),
+      layout_(world.world_size(), pp, world.rank()),
+      partition_(partition) {
+  const int layers = model->config().num_hidden_layers;
+  const int vs = partition.stages * partition.chunks;
+  if (partition.stages != pp || static_cast<int>(partition.boundaries.size()) != vs + 1 ||
+      partition.boundaries.front() != 0 || partition.boundaries.back() != layers) {
+    throw InputError("pipeline stage: the partition of " + std::to_string(partition.stages) +
+                     " stages does not cut the model's " + std::to_string(layers) +
+                     " layers for parallel.pp = " + std::to_string(pp));
+  }
+  if (model->config().is_moe() && vs > 1) {
+    throw InputError("pipeline parallelism of MoE models is not supported (use parallel.ep)");
+  }
+}
+
+PipelineRunStats PipelineStage::run(const pipeline::Schedule& schedule,
+                                    const std::vector<StageBatch>& batches, const StageLoss& loss,
+                                    const model::ScoreOptions& options) {
+  if (schedule.stages != layout_.pp || schedule.chunks != partition_.chunks ||
+      schedule.micro_batches != static_cast<int>(batches.size())) {
+    throw InputError("pipeline stage: a schedule of " + std::to_string(schedule.stages) + "x" +
+                     std::to_string(schedule.chunks) + " stages and " +
+                     std::to_string(schedule.micro_batches) + " micro-batches for " +
+                     std::to_string(partition_.stages) + "x" + std::to_string(partition_.chunks) +
+                     " stages and " + std::to_string(batches.size()) + " batches");
+  }
+  const int stage = layout_.stage();
+  const int vs = schedule.virtual_stages();
+  const int64_t hidden = model_->config().hidden_size;
+  const torch::TensorOptions act = model_->options();
+  struct Live {
+    Tensor input, output, loss;
+  };
+  std::map<std::pair<int, int>, Live> live;  // (micro-batch, chunk) between forward and backward
+  PipelineRunStats stats;
+  const auto peer = [&](int virtual_stage) {
+    return layout_.rank_of_stage(schedule.stage_of(virtual_stage));
+  };
+  for (const pipeline::Op& op : schedule.ops[stage]) {
+    const int v = schedule.virtual_stage(stage, op.chunk);
+    const int m = op.micro_batch;
+    const StageBatch& b = batches[m];
+    const std::vector<int64_t> shape = {b.tokens.size(0), b.tokens.size(1), hidden};
+    if (op.kind == pipeline::OpKind::kForward) {
+      Live& l = live[{m, op.chunk}];
+      if (v > 0) {
+        const auto t = std::chrono::steady_clock::now();
+        l.input = world_.recv(shape, act, peer(v - 1), tag(m, v - 1, vs, false));
+        l.input.requires_grad_(true);
+        stats.wait_s += since(t);
+      }
+      const auto t = std::chrono::steady_clock::now();
+      model::StageOutput out =
+          model_->score_layers(b.tokens, b.valid, l.input, partition_.boundaries[v],
+                               partition_.boundaries[v + 1], options);
+      if (v == vs - 1) {
+        l.loss = loss(m, out.score);
+        stats.loss += l.loss.item<double>();
+      } else {
+        l.output = out.hidden;
+        world_.send(out.hidden, peer(v + 1), tag(m, v, vs, false));
+      }
+      stats.compute_s += since(t);
+      ++stats.forwards;
+    } else {
+      auto it = live.find({m, op.chunk});
+      if (it == live.end()) {
+        throw InputError("pipeline stage " + std::to_string(stage) + ": " + pipeline::describe(op) +
+                         " before its forward");
+      }
+      Live l = std::move(it->second);
+      live.erase(it);
+      if (v == vs - 1) {
+        const auto t = std::chrono::steady_clock::now();
+        l.loss.backward();
+        stats.compute_s += since(t);
+      } else {
+        auto t = std::chrono::steady_clock::now();
+        const Tensor grad = world_.recv(shape, act, peer(v + 1), tag(m, v, vs, true));
+        stats.wait_s += since(t);
+        t = std::chrono::steady_clock::now();
+        l.output.backward(grad);
+        stats.compute_s += since(t);
+      }
+      if (v > 0) world_.send(l.input.grad(), peer(v - 1), tag(m, v - 1, vs, true));
+      ++stats.backwards;
+    }
+  }
+  if (!live.empty()) {
+    throw InputError("pipeline stage " + std::to_string(stage) + ": the schedule left " +
+                     std::to_string(live.size()) + " forwards without their backward");
+  }
+  world_.wait_sends();
+  return stats;
+}
+
+void PipelineStage::all_reduce_gradients() {
+  dist::all_reduce_gradients(world_, model_->parameters());
+}
+
+}  // namespace streamrl::dist

@@ -1,0 +1,203 @@
+// Pipeline parallelism across real processes (`streamrl launch`): a 4-layer tiny model cut into
+// 2 stages (PP=2, 1 or 2 model chunks each) and with two data-parallel replicas (DP=2 x PP=2, 4
+// processes). The first step runs Megatron's static schedule, the second the per-batch dynamic
+// one on token-balanced micro-batches; after both, every rank's parameters equal those of one
+// process that trained on the whole batch.
+#include "streamrl/dist/pipeline_parallel.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include "launch_fixtures.h"
+#include "streamrl/core/errors.h"
+#include "streamrl/pipeline/dynamic_schedule.h"
+#include "streamrl/pipeline/micro_batches.h"
+#include "streamrl/pipeline/validate.h"
+#include "tiny_model.h"
+
+namespace streamrl::dist {
+namespace {
+
+using torch::Tensor;
+
+model::CausalLM four_layers(uint64_t seed) {
+  model::ModelConfig c = testing_util::tiny_model_config(50, 32);
+  c.num_hidden_layers = 4;
+  c.tie_word_embeddings = true;  // the first and the last stage both reach the embedding
+  return model::CausalLM(c, seed);
+}
+
+// 8 right-padded sequences with long-tailed lengths.
+const int64_t kLengths[] = {12, 3, 5, 2, 9, 4, 11, 6};
+
+std::pair<Tensor, Tensor> pp_batch() {
+  torch::manual_seed(7);
+  Tensor tokens = torch::randint(3, 50, {8, 12}, torch::kLong);
+  Tensor valid = torch::zeros({8, 12}, torch::kBool);
+  for (int b = 0; b < 8; ++b) valid[b].narrow(0, 0, kLengths[b]).fill_(true);
+  return {tokens, valid};
+}
+
+double scored_tokens(const Tensor& valid) { return valid.sum().item<double>() - valid.size(0); }
+
+torch::optim::SGD sgd(model::CausalLM& lm) {
+  return torch::optim::SGD(lm->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+}
+
+// The schedule of `step` for micro-batches `mbs`: static (1F1B or interleaved) first, then the
+// dynamic planner on costs that grow with each micro-batch's tokens.
+pipeline::Schedule schedule_for(int step, int pp, int chunks,
+                                const std::vector<pipeline::MicroBatch>& mbs) {
+  const int m = static_cast<int>(mbs.size());
+  if (step == 0) return pipeline::interleaved_one_f_one_b(pp, chunks, m);
+  pipeline::OpCosts costs = pipeline::OpCosts::zeros(pp, chunks, m);
+  for (int s = 0; s < pp; ++s) {
+    for (int c = 0; c < chunks; ++c) {
+      for (int i = 0; i < m; ++i) {
+        costs.forward_s[costs.index(s, c, i)] = static_cast<double>(mbs[i].tokens);
+        costs.backward_s[costs.index(s, c, i)] = 2.0 * static_cast<double>(mbs[i].tokens);
+      }
+    }
+  }
+  return pipeline::dynamic_schedule(costs).schedule;
+}
+
+void expect_pipeline_matches_single_process(int pp, int chunks) {
+  torch::set_num_threads(1);
+  ProcessGroup world(process_group_options_from_env(std::chrono::seconds(30)));
+  model::CausalLM piped = four_layers(3), single = four_layers(3), start = four_layers(3);
+  PipelineStage stage(piped, world, pp, pipeline::partition_by_count(4, pp, chunks));
+  const PipelineLayout& layout = stage.layout();
+  const int64_t begin = 8 * layout.dp_rank() / layout.dp();
+  const int64_t end = 8 * (layout.dp_rank() + 1) / layout.dp();
+
+  auto [tokens, valid] = pp_batch();
+  const double global = scored_tokens(valid);
+  const std::vector<int64_t> lengths(kLengths + begin, kLengths + end);
+  auto opt = sgd(piped);
+  for (int step = 0; step < 2; ++step) {
+    opt.zero_grad();
+    pipeline::SplitOptions split;
+    split.target_tokens = 8;
+    split.round_up_to = pp;
+    const std::vector<pipeline::MicroBatch> mbs = step == 0
+                                                      ? pipeline::split_static(lengths, pp * 2)
+                                                      : pipeline::split_balanced(lengths, split);
+    const pipeline::Schedule schedule = schedule_for(step, pp, chunks, mbs);
+    ASSERT_EQ(pipeline::validate(schedule), "") << schedule.name;
+    std::vector<StageBatch> batches;
+    for (const pipeline::MicroBatch& mb : mbs) {
+      std::vector<int64_t> rows;
+      for (int i : mb.samples) rows.push_back(begin + i);
+      const Tensor idx = torch::tensor(rows, torch::kLong);
+      batches.push_back({tokens.index_select(0, idx), valid.index_select(0, idx)});
+    }
+    const PipelineRunStats stats = stage.run(
+        schedule, batches,
+        [&](int, const model::ScoreOutput& scores) { return -scores.logprobs.sum() / global; });
+    EXPECT_EQ(stats.forwards, chunks * static_cast<int>(mbs.size()));
+    EXPECT_EQ(stats.backwards, stats.forwards);
+    stage.all_reduce_gradients();
+    opt.step();
+  }
+
+  auto single_opt = sgd(single);
+  for (int step = 0; step < 2; ++step) {
+    single_opt.zero_grad();
+    (-single->score(tokens, valid).logprobs.sum() / global).backward();
+    single_opt.step();
+  }
+  const double diff = testing_util::max_param_diff(piped, single);
+  const double moved = testing_util::max_param_diff(piped, start);
+  std::printf("dp%d x pp%d x v%d vs one process: max |diff| = %.3g; update size %.3g\n",
+              layout.dp(), pp, chunks, diff, moved);
+  EXPECT_LT(diff, 1e-6);
+  EXPECT_GT(moved, 1e-2);
+  world.barrier();
+}
+
+TEST(PpWorker, TwoStagesMatchOneProcess) {
+  REQUIRE_WORKER();
+  expect_pipeline_matches_single_process(2, 1);
+}
+
+TEST(PpWorker, InterleavedStagesMatchOneProcess) {
+  REQUIRE_WORKER();
+  expect_pipeline_matches_single_process(2, 2);
+}
+
+// A stage whose peer never sends fails with a clear error within the bound, not a hang.
+TEST(PpWorker, MissingPeerTimesOut) {
+  REQUIRE_WORKER();
+  ProcessGroup world(process_group_options_from_env(std::chrono::seconds(3)));
+  world.barrier();
+  if (world.rank() == 1) {
+    try {
+      world.recv({2, 3}, torch::kFloat32, 0, 99);
+      ADD_FAILURE() << "recv returned without a send";
+    } catch (const TimeoutError& e) {
+      std::printf("recv timed out: %s\n", e.what());
+    }
+  } else {
+    std::this_thread::sleep_for(std::chrono::seconds(5));  // alive, but never sends
+  }
+}
+
+TEST(PipelineParallel, LayoutAndBadPartitions) {
+  EXPECT_THROW(PipelineLayout(4, 3, 0), InputError);
+  const PipelineLayout l(4, 2, 3);
+  EXPECT_EQ(l.stage(), 1);
+  EXPECT_EQ(l.dp_rank(), 1);
+  EXPECT_EQ(l.rank_of_stage(0), 2);
+  ProcessGroup one(ProcessGroupOptions{});
+  model::CausalLM lm = four_layers(1);
+  EXPECT_THROW(PipelineStage(lm, one, 2, pipeline::partition_by_count(4, 2)), InputError);
+  EXPECT_THROW(PipelineStage(lm, one, 1, pipeline::partition_by_count(3, 1)), InputError);
+  // One stage of the whole model runs any schedule alone.
+  PipelineStage whole(lm, one, 1, pipeline::partition_by_count(4, 1));
+  auto [tokens, valid] = pp_batch();
+  const PipelineRunStats s =
+      whole.run(pipeline::one_f_one_b(1, 1), {{tokens, valid}},
+                [](int, const model::ScoreOutput& scores) { return -scores.logprobs.sum(); });
+  EXPECT_GT(s.loss, 0);
+  EXPECT_THROW(whole.run(pipeline::one_f_one_b(1, 2), {{tokens, valid}},
+                         [](int, const model::ScoreOutput& s) { return s.logprobs.sum(); }),
+               InputError);
+}
+
+TEST(Launch, PipelineTwoStagesMatchOneProcess) {
+  auto r = launch_workers("PpWorker.TwoStagesMatchOneProcess", 2, 120);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("[rank 1] dp1 x pp2 x v1 vs one process"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("SKIPPED ] PpWorker"), std::string::npos) << r.output;
+}
+
+TEST(Launch, PipelineInterleavedStagesMatchOneProcess) {
+  auto r = launch_workers("PpWorker.InterleavedStagesMatchOneProcess", 2, 120);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("[rank 0] dp1 x pp2 x v2 vs one process"), std::string::npos) << r.output;
+}
+
+TEST(Launch, DataTimesPipelineFourRanksMatchOneProcess) {
+  auto r = launch_workers("PpWorker.TwoStagesMatchOneProcess", 4, 180);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_NE(r.output.find("[rank " + std::to_string(rank) + "] dp2 x pp2 x v1 vs one process"),
+              std::string::npos)
+        << r.output;
+  }
+}
+
+TEST(Launch, PipelineRecvFromASilentPeerTimesOut) {
+  auto r = launch_workers("PpWorker.MissingPeerTimesOut", 2, 60);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("[rank 1] recv timed out: "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("recv from rank 0 (tag 99)"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace streamrl::dist
