@@ -49,6 +49,7 @@ SftConfig SftConfig::from_config(const core::Config& root) {
   root.section("eval").get("loss_n", c.eval_loss_n);
   read_eval(root.section("eval"), &c.eval_every, &c.eval);
   c.checkpoint.read(root.section("checkpoint"));
+  c.parallel.read(root.section("parallel"));
   root.check_all_used();
   if (c.steps < 1) throw InputError("train.steps must be >= 1");
   if (c.batch_size < 1) throw InputError("train.batch_size must be >= 1");
@@ -211,6 +212,19 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
   model::CausalLM& model = *lm;
   model->set_gating(c.moe.gating);
   place_trained_model(model, c.run, c.dtype);  // before the optimizer sees the parameters
+
+  // Several ranks (launch --nproc) or stages: the pipeline trainer, every rank with the whole
+  // model (same seed, same weights) and the same batches; rank 0 alone writes.
+  std::unique_ptr<dist::ProcessGroup> world;
+  std::unique_ptr<PipelineTrainer> pipe;
+  const auto pg = dist::process_group_options_from_env(
+      std::chrono::milliseconds(static_cast<int64_t>(c.parallel.timeout_s * 1000)));
+  if (pg.world_size > 1 || c.parallel.pp > 1) {
+    world = std::make_unique<dist::ProcessGroup>(pg);
+    pipe = std::make_unique<PipelineTrainer>(model, *world, c.parallel, c.micro_batch_tokens,
+                                             flops_profile(model->config()));
+  }
+  const bool writer = !world || world->rank() == 0;
   const PromptEncoder encoder = PromptEncoder::for_task(*tok, c.init_from, task);
   auto optimizer = make_adamw(*model, c.optim);
   const int64_t max_len = model->config().max_position_embeddings;
@@ -238,17 +252,19 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
                      " already has checkpoints; set run.resume=true to continue " +
                      "it or choose another run.name");
   }
-  core::write_file_atomic(run_dir / "config.yaml", resolved_config_yaml);
-  telemetry::MetricsLog metrics(run_dir / "metrics.jsonl", start_step);
+  if (writer) core::write_file_atomic(run_dir / "config.yaml", resolved_config_yaml);
+  std::optional<telemetry::MetricsLog> metrics;
+  if (writer) metrics.emplace(run_dir / "metrics.jsonl", start_step);
 
   auto checkpoint = [&](int64_t step) {
-    return save_training_checkpoint(run_dir, step, model, tok->to_json(), *optimizer,
-                                    {{"step", step},
-                                     {"kind", "sft"},
-                                     {"loss", loss_value},
-                                     {"train_seconds", train_s},
-                                     {"data_order", data.state()}},
-                                    c.checkpoint.keep);
+    if (!writer) return;
+    save_training_checkpoint(run_dir, step, model, tok->to_json(), *optimizer,
+                             {{"step", step},
+                              {"kind", "sft"},
+                              {"loss", loss_value},
+                              {"train_seconds", train_s},
+                              {"data_order", data.state()}},
+                             c.checkpoint.keep);
   };
 
   // 3. Train. Batch k holds positions [k*B, (k+1)*B) of the data stream: the data position is a
@@ -273,30 +289,59 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
     clear_grads(*optimizer);
     loss_value = 0;
     model::MoeStats moe_stats;
-    for_each_micro_batch(
-        demos, c.micro_batch_tokens, [&](const SequenceBatch& batch, const auto& micro) {
-          auto out = model->score(batch.tokens, batch.valid);
-          const double total = static_cast<double>(std::max<int64_t>(1, total_tokens));
-          auto loss = -(out.logprobs * batch.completion.to(out.logprobs.device())).sum() / total;
-          if (out.moe) {
-            // The router losses are means over the micro-batch: weighted by its share of tokens.
-            loss = loss + c.moe.loss(out.moe) * (batch.num_completion_tokens / total);
-          }
-          loss.backward();
-          loss_value += loss.item<double>();
-          if (out.moe) {
-            moe_stats.add(*out.moe, c.moe.aux_top1_only, batch.num_completion_tokens);
-            if (data.curriculum()) {
-              const torch::Tensor rows =
-                  out.moe->two_expert_by_row.to(torch::kFloat64).cpu().contiguous();
-              const int64_t L = rows.size(1);
-              for (size_t b = 0; b < micro.size(); ++b) {
-                const double* r = rows.data_ptr<double>() + static_cast<int64_t>(b) * L;
-                data.observe(problems[micro[b]], RoutingProfile(r, r + L));
+    PipelineStepStats pipe_stats;
+    if (pipe) {
+      const double total = static_cast<double>(std::max<int64_t>(1, total_tokens));
+      const auto [first, end] = pipe->replica_rows(static_cast<int64_t>(demos.prompts.size()));
+      std::vector<int64_t> lengths;
+      for (int64_t i = first; i < end; ++i) {
+        lengths.push_back(static_cast<int64_t>(demos.prompts[i].size() + demos.targets[i].size()));
+      }
+      std::vector<SequenceBatch> micro;
+      pipe_stats = pipe->forward_backward(
+          lengths,
+          [&](const std::vector<int>& samples) {
+            std::vector<std::vector<int32_t>> mp, mc;
+            std::vector<const std::vector<uint8_t>*> mt;
+            for (int i : samples) {
+              mp.push_back(demos.prompts[first + i]);
+              mc.push_back(demos.targets[first + i]);
+              mt.push_back(&demos.trained[first + i]);
+            }
+            micro.push_back(make_sequence_batch(mp, mc, mt));
+            return dist::StageBatch{micro.back().tokens, micro.back().valid};
+          },
+          [&](int index, const model::ScoreOutput& out) {
+            const torch::Tensor& mask = micro[static_cast<size_t>(index)].completion;
+            return -(out.logprobs * mask.to(out.logprobs.device())).sum() / total;
+          });
+      loss_value = pipe_stats.loss;
+    } else {
+      for_each_micro_batch(
+          demos, c.micro_batch_tokens, [&](const SequenceBatch& batch, const auto& micro) {
+            auto out = model->score(batch.tokens, batch.valid);
+            const double total = static_cast<double>(std::max<int64_t>(1, total_tokens));
+            auto loss = -(out.logprobs * batch.completion.to(out.logprobs.device())).sum() / total;
+            if (out.moe) {
+              // The router losses are means over the micro-batch: weighted by its share of tokens.
+              loss = loss + c.moe.loss(out.moe) * (batch.num_completion_tokens / total);
+            }
+            loss.backward();
+            loss_value += loss.item<double>();
+            if (out.moe) {
+              moe_stats.add(*out.moe, c.moe.aux_top1_only, batch.num_completion_tokens);
+              if (data.curriculum()) {
+                const torch::Tensor rows =
+                    out.moe->two_expert_by_row.to(torch::kFloat64).cpu().contiguous();
+                const int64_t L = rows.size(1);
+                for (size_t b = 0; b < micro.size(); ++b) {
+                  const double* r = rows.data_ptr<double>() + static_cast<int64_t>(b) * L;
+                  data.observe(problems[micro[b]], RoutingProfile(r, r + L));
+                }
               }
             }
-          }
-        });
+          });
+    }
     if (!std::isfinite(loss_value)) {
       auto last = latest_checkpoint(run_dir);
       throw RuntimeFailure(
@@ -315,6 +360,13 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
         {"step", done},           {"loss", loss_value},     {"lr", lr},
         {"grad_norm", grad_norm}, {"tokens", total_tokens}, {"train_seconds", train_s}};
     if (!moe_stats.empty()) rec["moe"] = moe_stats.to_json(/*routing=*/false);
+    if (pipe) {
+      rec["pipeline"] = {{"schedule", pipe_stats.schedule},
+                         {"micro_batches", pipe_stats.micro_batches},
+                         {"compute_s", pipe_stats.run.compute_s},
+                         {"wait_s", pipe_stats.run.wait_s},
+                         {"plan_s", pipe_stats.plan_s}};
+    }
     if (c.eval_every > 0 && done % c.eval_every == 0 && done < c.steps) {
       torch::NoGradGuard no_grad;
       if (c.eval.n > 0) {
@@ -327,7 +379,9 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
             heldout_loss(model, encoder, task, c.eval.seed, c.eval_loss_n, c.micro_batch_tokens);
       }
     }
-    if (c.log_every > 0 && (done % c.log_every == 0 || done == c.steps)) metrics.write(rec);
+    if (metrics && c.log_every > 0 && (done % c.log_every == 0 || done == c.steps)) {
+      metrics->write(rec);
+    }
     char status[64];
     std::snprintf(status, sizeof(status), "loss %.4f lr %.2e", loss_value, lr);
     std::string line = status;
@@ -340,8 +394,10 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
 
   // 4. Final checkpoint (also as <run>/final for a stable path) and held-out evaluation.
   checkpoint(c.steps);
-  model::save_checkpoint(run_dir / "final", model, tok->to_json(),
-                         model::checkpoint_side_files(c.init_from));
+  if (writer) {
+    model::save_checkpoint(run_dir / "final", model, tok->to_json(),
+                           model::checkpoint_side_files(c.init_from));
+  }
   nlohmann::json result = {{"run_dir", run_dir.string()},
                            {"checkpoint", (run_dir / "final").string()},
                            {"steps", c.steps},
@@ -361,7 +417,8 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
     result["eval_loss"] = loss;
     final_rec["final_eval_loss"] = loss;
   }
-  if (final_rec.size() > 1) metrics.write(final_rec);
+  if (metrics && final_rec.size() > 1) metrics->write(final_rec);
+  if (world) world->barrier();  // the others wait for rank 0's final files
   return result;
 }
 

@@ -11,6 +11,7 @@
 #include "streamrl/model/moe.h"
 #include "streamrl/rl/evaluate.h"
 #include "streamrl/rl/optim.h"
+#include "streamrl/rl/pipeline_trainer.h"
 #include "streamrl/rl/run_options.h"
 
 namespace streamrl::rl {
@@ -43,6 +44,9 @@ struct SftConfig {
   // eval_every and at the end, as "eval_loss"; 0 = none.
   int eval_loss_n = 0;
   CheckpointOptions checkpoint{.every = 200};
+  // parallel: pipeline stages; under `streamrl launch --nproc N` the N ranks form N / pp
+  // data-parallel replicas, each training on its share of every batch.
+  PipelineConfig parallel;
 
   // Reads the `run`, `model`, `data`, `train`, `eval` and `checkpoint` sections and checks that no
   // unknown key is left. Throws InputError for bad values.

@@ -1,0 +1,126 @@
+#include "streamrl/rl/pipeline_trainer.h"
+
+#include <chrono>
+#include <limits>
+
+#include "streamrl/core/errors.h"
+#include "streamrl/pipeline/micro_batches.h"
+#include "streamrl/planner/pipeline_plan.h"
+
+namespace streamrl::rl {
+
+void PipelineConfig::read(const core::Config& parallel) {
+  parallel.get("pp", pp);
+  parallel.get("pp_chunks", chunks);
+  parallel.get("pp_schedule", schedule);
+  parallel.get("pp_micro_batches", micro_batches);
+  parallel.get("timeout_s", timeout_s);
+  if (pp < 1) throw InputError("parallel.pp must be >= 1, got " + std::to_string(pp));
+  if (chunks < 1)
+    throw InputError("parallel.pp_chunks must be >= 1, got " + std::to_string(chunks));
+  if (schedule != "dynamic" && schedule != "1f1b") {
+    throw InputError("parallel.pp_schedule must be dynamic or 1f1b, got '" + schedule + "'");
+  }
+  if (micro_batches < 0) throw InputError("parallel.pp_micro_batches must be >= 0");
+  if (!(timeout_s > 0)) throw InputError("parallel.timeout_s must be > 0");
+}
+
+planner::PipelineProfile flops_profile(const model::ModelConfig& c) {
+  // A nominal 10 GFLOP/s: only the ratios between ops matter to the plan, and the link terms
+  // below are scaled to match (loopback Gloo moves ~1 GB/s with ~100 us per message).
+  constexpr double kFlopsPerS = 10e9;
+  const double h = static_cast<double>(c.hidden_size);
+  const double q = static_cast<double>(c.num_attention_heads * c.head_dim);
+  const double kv = static_cast<double>(c.num_key_value_heads * c.head_dim);
+  const double weights = h * (2 * q + 2 * kv) + 3 * h * static_cast<double>(c.intermediate_size);
+  planner::PipelineLayerProfile layer;
+  layer.forward_per_token_s = 2 * weights / kFlopsPerS;
+  layer.forward_per_token_sq_s = 2 * q / kFlopsPerS;  // QK^T and AV over half the square
+  layer.backward_per_token_s = 2 * layer.forward_per_token_s;
+  layer.backward_per_token_sq_s = 2 * layer.forward_per_token_sq_s;
+  layer.activation_bytes_per_token = 34 * h;
+  planner::PipelineProfile p;
+  p.layers.assign(static_cast<size_t>(c.num_hidden_layers), layer);
+  const double head = 2 * h * static_cast<double>(c.vocab_size) / kFlopsPerS;
+  p.layers.back().forward_per_token_s += head;
+  p.layers.back().backward_per_token_s += 2 * head;
+  p.boundary_bytes_per_token = 4 * h;
+  p.link_bytes_per_s = 1e9;
+  p.link_latency_s = 100e-6;
+  return p;
+}
+
+namespace {
+
+std::vector<double> layer_costs(const planner::PipelineProfile& p) {
+  std::vector<double> costs;
+  for (const auto& l : p.layers) costs.push_back(l.forward_per_token_s + l.backward_per_token_s);
+  return costs;
+}
+
+}  // namespace
+
+PipelineTrainer::PipelineTrainer(model::CausalLM& model, dist::ProcessGroup& world,
+                                 const PipelineConfig& config, int64_t micro_batch_tokens,
+                                 planner::PipelineProfile profile)
+    : world_(world),
+      config_(config),
+      micro_batch_tokens_(micro_batch_tokens),
+      profile_(std::move(profile)),
+      partition_(pipeline::partition_layers(layer_costs(profile_), config.pp, config.chunks)),
+      stage_(model, world, config.pp, partition_) {}
+
+std::pair<int64_t, int64_t> PipelineTrainer::replica_rows(int64_t n) const {
+  const dist::PipelineLayout& l = layout();
+  return {n * l.dp_rank() / l.dp(), n * (l.dp_rank() + 1) / l.dp()};
+}
+
+PipelineStepStats PipelineTrainer::forward_backward(
+    const std::vector<int64_t>& lengths,
+    const std::function<dist::StageBatch(const std::vector<int>&)>& make,
+    const dist::StageLoss& loss, const model::ScoreOptions& options) {
+  PipelineStepStats stats;
+  const int pp = config_.pp, chunks = config_.chunks;
+  int count = config_.micro_batches > 0 ? config_.micro_batches : 2 * pp;
+  std::vector<pipeline::MicroBatch> mbs;
+  pipeline::Schedule schedule;
+  if (!lengths.empty()) {
+    const auto t0 = std::chrono::steady_clock::now();
+    count = std::min<int>(count, static_cast<int>(lengths.size()));
+    // The interleaved order runs full groups of pp micro-batches only.
+    if (chunks > 1 && count > pp) count -= count % pp;
+    if (config_.schedule == "1f1b") {
+      mbs = pipeline::split_static(lengths, count);
+      schedule = pipeline::interleaved_one_f_one_b(pp, chunks, static_cast<int>(mbs.size()));
+      stats.planned_step_s =
+          emulator_.run(schedule, planner::pipeline_op_costs(profile_, partition_, mbs)).step_s;
+    } else {
+      planner::PipelinePlanOptions o;
+      for (const auto& l : profile_.layers) {
+        o.token_cost.per_token += l.forward_per_token_s + l.backward_per_token_s;
+        o.token_cost.per_token_sq += l.forward_per_token_sq_s + l.backward_per_token_sq_s;
+      }
+      o.target_tokens = micro_batch_tokens_;
+      o.static_micro_batches = count;
+      // A candidate cap, not a clock: every stage must arrive at the same plan.
+      o.time_budget_s = std::numeric_limits<double>::infinity();
+      o.max_candidates_per_split = 8;
+      const planner::PipelinePlan plan =
+          planner::plan_pipeline(lengths, profile_, partition_, o, emulator_);
+      mbs = plan.micro_batches;
+      schedule = plan.schedule;
+      stats.planned_step_s = plan.emulation.step_s;
+    }
+    stats.plan_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::vector<dist::StageBatch> batches;
+    for (const pipeline::MicroBatch& mb : mbs) batches.push_back(make(mb.samples));
+    stats.run = stage_.run(schedule, batches, loss, options);
+  }
+  stats.schedule = schedule.name;
+  stats.micro_batches = static_cast<int>(mbs.size());
+  stage_.all_reduce_gradients();
+  stats.loss = world_.all_reduce_sum(std::vector<double>{stats.run.loss})[0];
+  return stats;
+}
+
+}  // namespace streamrl::rl

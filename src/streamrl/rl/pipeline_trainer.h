@@ -1,0 +1,76 @@
+// The pipeline-parallel trainer (`parallel.pp`, PipeWeaver/DIP): each data-parallel replica's
+// share of a batch is cut into micro-batches and run through the replica's pp stages on a schedule
+// planned for that batch: the static 1F1B baseline with a fixed micro-batch count, or the
+// dynamic plan (token-balanced sub-micro-batches, an interleaved order searched on the emulator).
+// Every stage of a replica plans the same batch with the same profile and a candidate cap (not
+// a wall-clock budget), so the stages agree on the plan without exchanging it.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "streamrl/core/config.h"
+#include "streamrl/dist/pipeline_parallel.h"
+#include "streamrl/planner/pipeline_emulator.h"
+
+namespace streamrl::rl {
+
+struct PipelineConfig {
+  int pp = 1;                        // parallel.pp: stages per replica (launch --nproc = dp * pp)
+  int chunks = 1;                    // parallel.pp_chunks: model chunks per stage (interleaved)
+  std::string schedule = "dynamic";  // parallel.pp_schedule: "dynamic" or "1f1b" (static)
+  int micro_batches = 0;             // parallel.pp_micro_batches: the static count (0: 2 * pp)
+  double timeout_s = 60;             // parallel.timeout_s: rendezvous and each send/recv bound
+
+  // Reads the `parallel` section. InputError for bad values.
+  void read(const core::Config& parallel);
+};
+
+// Per-layer costs from the model's shape (FLOPs at a nominal rate; the LM head counted in the
+// last layer): the same on every rank, so the replicas' stages partition and plan alike.
+planner::PipelineProfile flops_profile(const model::ModelConfig& config);
+
+struct PipelineStepStats {
+  dist::PipelineRunStats run;
+  std::string schedule;  // the executed schedule's name ("1f1b", "dynamic", ...)
+  int micro_batches = 0;
+  double planned_step_s = 0;  // the emulator's step time for it (nominal-rate seconds)
+  double plan_s = 0;          // wall time spent planning
+  double loss = 0;            // the micro-batch losses summed over the world
+};
+
+class PipelineTrainer {
+ public:
+  // `micro_batch_tokens` is the dynamic split's target per sub-micro-batch. Throws as
+  // dist::PipelineStage does.
+  PipelineTrainer(model::CausalLM& model, dist::ProcessGroup& world, const PipelineConfig& config,
+                  int64_t micro_batch_tokens, planner::PipelineProfile profile);
+
+  const dist::PipelineLayout& layout() const { return stage_.layout(); }
+  // This replica's rows [first, second) of a batch of n sequences.
+  std::pair<int64_t, int64_t> replica_rows(int64_t n) const;
+
+  // Forward and backward of this replica's sequences of `lengths` (tokens each) on this batch's
+  // plan, then gradients summed over the world: every rank ends with the whole batch's gradient.
+  // make(samples) builds a micro-batch of those sequences (indices into `lengths`), called once
+  // per micro-batch in order; loss(index, scores) is that micro-batch's loss (already divided by
+  // the global denominator). A collective: every rank calls it once per step.
+  PipelineStepStats forward_backward(
+      const std::vector<int64_t>& lengths,
+      const std::function<dist::StageBatch(const std::vector<int>&)>& make,
+      const dist::StageLoss& loss, const model::ScoreOptions& options = {});
+
+ private:
+  dist::ProcessGroup& world_;
+  PipelineConfig config_;
+  int64_t micro_batch_tokens_;
+  planner::PipelineProfile profile_;
+  pipeline::Partition partition_;
+  dist::PipelineStage stage_;
+  planner::PipelineEmulator emulator_;  // its memo serves every batch
+};
+
+}  // namespace streamrl::rl
