@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <map>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "pipeline_measured.h"
 #include "rounds.h"
 #include "streamrl/pipeline/micro_batches.h"
 #include "streamrl/pipeline/partition.h"
@@ -76,6 +78,9 @@ double median_of(const std::vector<double>& v) { return spread_json(v)["median"]
 }  // namespace
 
 nlohmann::json run_pipeline_bench(const BenchOptions& options) {
+  if (const char* out = std::getenv(kPipelineWorkerEnv)) {
+    return run_pipeline_pp2_worker(options, out);
+  }
   const bool quick = options.quick;
   const int problems = quick ? 64 : 256, batches = quick ? 3 : 20;
   const double plan_budget_s = quick ? 0.02 : 0.1;
@@ -197,6 +202,8 @@ nlohmann::json run_pipeline_bench(const BenchOptions& options) {
   }
 
   const double overall = median_of(all_speedups);
+  const nlohmann::json measured = measure_pipeline_pp2(options);
+  const double measured_speedup = measured["dynamic_speedup"]["median"].get<double>();
   return {
       {"quick", quick},
       {"model",
@@ -225,10 +232,13 @@ nlohmann::json run_pipeline_bench(const BenchOptions& options) {
       {"plan_ahead_hidden_share_min",
        all_hidden.empty() ? 0.0 : *std::min_element(all_hidden.begin(), all_hidden.end())},
       {"goal", {{"dynamic_speedup", 1.25}, {"paper_up_to", 1.97}}},
-      {"meets_goal", overall >= 1.25},
-      {"not_measured",
-       "measured PP=2 step times: there is no pipeline executor (no real PP processes) yet; "
-       "every step time here is the emulator's"},
+      {"meets_goal_emulated", overall >= 1.25},
+      {"measured_pp2", measured},
+      {"dynamic_speedup_measured_pp2", measured_speedup},
+      {"emulator_error_measured_pp2",
+       {{"static", measured["emulator_relative_error"]["static"]["median"]},
+        {"dynamic", measured["emulator_relative_error"]["dynamic"]["median"]}}},
+      {"meets_goal_measured", measured_speedup >= 1.25},
   };
 }
 

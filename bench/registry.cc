@@ -48,8 +48,9 @@ const std::vector<Benchmark>& all_benchmarks() {
        "held-out loss; async RL with and without routing replay",
        run_moe_bench, true},
       {"pipeline",
-       "per-batch pipeline plans (PipeWeaver/DIP), emulated: static 1F1B vs dynamic at PP 2/4/8, "
-       "V 1/2 on long-tailed batches; planner time and the share planning ahead hides",
+       "per-batch pipeline plans (PipeWeaver/DIP): static 1F1B vs dynamic, measured at PP 2 with "
+       "real processes (and the emulator's error), emulated at PP 2/4/8, V 1/2; planner time "
+       "and the share planning ahead hides",
        run_pipeline_bench},
       {"rl_modes", "colocate / disagg / stream / async on the same GRPO workload and cores",
        run_rl_modes, true},

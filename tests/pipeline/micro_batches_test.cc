@@ -131,5 +131,36 @@ TEST(SplitStatic, EqualSampleCountsInArrivalOrder) {
   EXPECT_THROW(split_balanced({4}, {{}, 0, 0}), InputError);
 }
 
+// A padding executor computes rows x longest: the sorted split keeps lengths together, so its
+// padded total is far below the arrival-order split's on a long-tailed batch.
+TEST(SplitSorted, KeepsSimilarLengthsTogetherUnderThePaddedTarget) {
+  const std::vector<int64_t> lengths = {5, 1000, 3, 7, 9, 11, 13, 800};
+  const std::vector<MicroBatch> mbs = split_sorted(lengths, {{}, 1000, 0, 1});
+  ASSERT_EQ(mbs.size(), 3u);
+  EXPECT_EQ(mbs[0].samples, (std::vector<int>{1}));
+  EXPECT_EQ(mbs[1].samples, (std::vector<int>{7}));
+  EXPECT_EQ(mbs[2].samples, (std::vector<int>{0, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(mbs[2].tokens, 6 * 13);
+  EXPECT_EQ(mbs[2].tokens_sq, 6 * 13 * 13);
+  int64_t sorted = 0, arrival = 0;
+  for (const MicroBatch& mb : mbs) sorted += mb.tokens;
+  for (const MicroBatch& mb : split_static(lengths, 3)) arrival += padded(mb, lengths).tokens;
+  EXPECT_EQ(sorted, 1000 + 800 + 78);
+  EXPECT_EQ(arrival, 3 * 1000 + 3 * 11 + 2 * 800);
+  const MicroBatch p = padded(split_static(lengths, 1)[0], lengths, {1, 0.5});
+  EXPECT_EQ(p.tokens, 8000);
+  EXPECT_DOUBLE_EQ(p.cost, 8 * (1000 + 0.5 * 1000 * 1000));
+  EXPECT_THROW(split_sorted(lengths, {{}, 0, 0, 1}), InputError);
+  // The grouped static baseline: equal sample counts over the sorted order.
+  const std::vector<MicroBatch> grouped = split_static_grouped(lengths, 3);
+  ASSERT_EQ(grouped.size(), 3u);
+  EXPECT_EQ(grouped[0].samples, (std::vector<int>{1, 6, 7}));
+  EXPECT_EQ(grouped[0].tokens, 3 * 1000);
+  EXPECT_EQ(grouped[1].samples, (std::vector<int>{3, 4, 5}));
+  EXPECT_EQ(grouped[2].samples, (std::vector<int>{0, 2}));
+  EXPECT_EQ(grouped[2].tokens, 2 * 5);
+  EXPECT_TRUE(split_sorted({}, {}).empty());
+}
+
 }  // namespace
 }  // namespace streamrl::pipeline

@@ -97,4 +97,69 @@ std::vector<MicroBatch> split_static(const std::vector<int64_t>& lengths, int co
   return out;
 }
 
+MicroBatch padded(const MicroBatch& mb, const std::vector<int64_t>& lengths,
+                  const TokenCost& cost) {
+  int64_t longest = 0;
+  for (int i : mb.samples) longest = std::max(longest, lengths[static_cast<size_t>(i)]);
+  const int64_t rows = static_cast<int64_t>(mb.samples.size());
+  MicroBatch out;
+  out.samples = mb.samples;
+  out.tokens = rows * longest;
+  out.tokens_sq = rows * longest * longest;
+  out.cost = static_cast<double>(rows) * cost.of(longest);
+  return out;
+}
+
+namespace {
+
+std::vector<int> longest_first(const std::vector<int64_t>& lengths) {
+  std::vector<int> order(lengths.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return lengths[a] > lengths[b]; });
+  return order;
+}
+
+}  // namespace
+
+std::vector<MicroBatch> split_static_grouped(const std::vector<int64_t>& lengths, int count,
+                                             const TokenCost& cost) {
+  const std::vector<int> order = longest_first(lengths);
+  std::vector<int64_t> sorted;
+  for (int i : order) sorted.push_back(lengths[i]);
+  std::vector<MicroBatch> out = split_static(sorted, count, cost);
+  for (MicroBatch& mb : out) {
+    for (int& s : mb.samples) s = order[s];
+    std::sort(mb.samples.begin(), mb.samples.end());
+    mb = padded(mb, lengths, cost);
+  }
+  return out;
+}
+
+std::vector<MicroBatch> split_sorted(const std::vector<int64_t>& lengths,
+                                     const SplitOptions& options) {
+  check_lengths(lengths);
+  if (options.target_tokens < 1) throw InputError("split_sorted: target_tokens must be >= 1");
+  const std::vector<int> order = longest_first(lengths);
+  std::vector<MicroBatch> out;
+  MicroBatch current;
+  int64_t longest = 0;
+  for (int i : order) {
+    if (current.samples.empty()) longest = lengths[i];
+    const int64_t rows = static_cast<int64_t>(current.samples.size()) + 1;
+    if (!current.samples.empty() && rows * longest > options.target_tokens) {
+      out.push_back(std::move(current));
+      current = MicroBatch{};
+      longest = lengths[i];
+    }
+    current.samples.push_back(i);
+  }
+  if (!current.samples.empty()) out.push_back(std::move(current));
+  for (MicroBatch& mb : out) {
+    std::sort(mb.samples.begin(), mb.samples.end());
+    mb = padded(mb, lengths, options.cost);
+  }
+  return out;
+}
+
 }  // namespace streamrl::pipeline

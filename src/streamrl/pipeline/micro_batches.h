@@ -53,4 +53,23 @@ std::vector<MicroBatch> split_balanced(const std::vector<int64_t>& lengths,
 std::vector<MicroBatch> split_static(const std::vector<int64_t>& lengths, int count,
                                      const TokenCost& cost = {});
 
+// Executors that pad (each micro-batch one dense [rows, longest] batch) compute and send the
+// padded shape: the micro-batch with tokens = rows * longest, tokens_sq = rows * longest^2 and its
+// cost on that shape. Samples are unchanged.
+MicroBatch padded(const MicroBatch& mb, const std::vector<int64_t>& lengths,
+                  const TokenCost& cost = {});
+
+// The static baseline for padding executors (group by length, as HF's group_by_length does):
+// min(count, N) micro-batches of equal sample count, as split_static, over the sequences sorted
+// longest first; padded tokens and costs. Samples ascending within a micro-batch.
+std::vector<MicroBatch> split_static_grouped(const std::vector<int64_t>& lengths, int count,
+                                             const TokenCost& cost = {});
+
+// The split for padding executors: sequences longest first, cut into consecutive runs whose
+// padded size (rows * longest) stays within options.target_tokens (a longer sequence alone), so
+// each micro-batch holds similar lengths. Samples ascending within a micro-batch; micro-batches
+// longest first; costs and tokens are the padded ones. max_tokens and round_up_to are not used.
+std::vector<MicroBatch> split_sorted(const std::vector<int64_t>& lengths,
+                                     const SplitOptions& options);
+
 }  // namespace streamrl::pipeline

@@ -17,8 +17,14 @@ PipelinePlan plan_pipeline(const std::vector<int64_t>& lengths, const PipelinePr
 
   // 1. The baseline, also the memory reference when no budget is given.
   const int static_count = options.static_micro_batches > 0 ? options.static_micro_batches : 2 * P;
+  const auto shaped = [&](std::vector<pipeline::MicroBatch> mbs) {
+    if (options.padded) {
+      for (auto& mb : mbs) mb = pipeline::padded(mb, lengths, options.token_cost);
+    }
+    return mbs;
+  };
   std::vector<pipeline::MicroBatch> fixed =
-      pipeline::split_static(lengths, static_count, options.token_cost);
+      shaped(pipeline::split_static(lengths, static_count, options.token_cost));
   const PipelineEmulation base =
       emulator.run(pipeline::interleaved_one_f_one_b(P, V, static_cast<int>(fixed.size())),
                    pipeline_op_costs(profile, partition, fixed));
@@ -28,9 +34,11 @@ PipelinePlan plan_pipeline(const std::vector<int64_t>& lengths, const PipelinePr
   // 2. Candidate splits, each searched for its best schedule.
   std::vector<std::pair<const char*, std::vector<pipeline::MicroBatch>>> splits;
   pipeline::SplitOptions split{options.token_cost, options.target_tokens, options.max_tokens, P};
-  splits.emplace_back("balanced", pipeline::split_balanced(lengths, split));
+  splits.emplace_back("balanced", shaped(pipeline::split_balanced(lengths, split)));
+  if (options.padded) splits.emplace_back("sorted", pipeline::split_sorted(lengths, split));
   split.target_tokens = std::max<int64_t>(1, options.target_tokens / 2);
-  splits.emplace_back("balanced_fine", pipeline::split_balanced(lengths, split));
+  splits.emplace_back("balanced_fine", shaped(pipeline::split_balanced(lengths, split)));
+  if (options.padded) splits.emplace_back("sorted_fine", pipeline::split_sorted(lengths, split));
   splits.emplace_back("static", std::move(fixed));
 
   pipeline::SearchOptions search;

@@ -23,8 +23,12 @@ struct PipelinePlanOptions {
   int64_t max_tokens = 0;              // activation cap per sub-micro-batch, tokens (0: none)
   int static_micro_batches = 0;        // the baseline's fixed count (0: 2 * stages)
   double activation_budget_bytes = 0;  // per stage (0: none); the baseline is held to it too
-  double time_budget_s = 0.1;          // wall clock for the whole plan
-  int max_candidates_per_split = 16;   // schedules searched per split
+  // The executor pads each micro-batch to its longest sequence (ours does; packed-sequence
+  // executors do not): every candidate, the baseline included, is costed on the padded shape,
+  // and length-sorted splits (pipeline::split_sorted) join the candidates.
+  bool padded = false;
+  double time_budget_s = 0.1;         // wall clock for the whole plan
+  int max_candidates_per_split = 16;  // schedules searched per split
   uint64_t seed = 0;
 };
 
@@ -32,7 +36,7 @@ struct PipelinePlan {
   std::vector<pipeline::MicroBatch> micro_batches;
   pipeline::Schedule schedule;
   PipelineEmulation emulation;  // of `schedule` on `micro_batches`
-  std::string split;            // "balanced", "balanced_fine" or "static"
+  std::string split;            // "balanced", "balanced_fine", "sorted", "sorted_fine" or "static"
   std::string candidate;        // pipeline::SearchResult::candidate
   int candidates = 0;           // schedules evaluated over all splits
   // The baseline: static split, static (interleaved) 1F1B order, emulated. A baseline over the

@@ -90,7 +90,8 @@ PipelineStepStats PipelineTrainer::forward_backward(
     // The interleaved order runs full groups of pp micro-batches only.
     if (chunks > 1 && count > pp) count -= count % pp;
     if (config_.schedule == "1f1b") {
-      mbs = pipeline::split_static(lengths, count);
+      // Grouped by length: the stages compute padded micro-batches.
+      mbs = pipeline::split_static_grouped(lengths, count);
       schedule = pipeline::interleaved_one_f_one_b(pp, chunks, static_cast<int>(mbs.size()));
       stats.planned_step_s =
           emulator_.run(schedule, planner::pipeline_op_costs(profile_, partition_, mbs)).step_s;
@@ -101,6 +102,7 @@ PipelineStepStats PipelineTrainer::forward_backward(
         o.token_cost.per_token_sq += l.forward_per_token_sq_s + l.backward_per_token_sq_s;
       }
       o.target_tokens = micro_batch_tokens_;
+      o.padded = true;  // StageBatch rows are padded to the micro-batch's longest
       o.static_micro_batches = count;
       // A candidate cap, not a clock: every stage must arrive at the same plan.
       o.time_budget_s = std::numeric_limits<double>::infinity();

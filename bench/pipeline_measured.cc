@@ -1,0 +1,333 @@
+#include "pipeline_measured.h"
+
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "rounds.h"
+#include "streamrl/core/errors.h"
+#include "streamrl/core/threads.h"
+#include "streamrl/dist/launcher.h"
+#include "streamrl/dist/pipeline_parallel.h"
+#include "streamrl/pipeline/micro_batches.h"
+#include "streamrl/planner/pipeline_plan.h"
+#include "streamrl/tasks/split.h"
+#include "streamrl/tasks/task.h"
+
+namespace streamrl::bench {
+namespace {
+
+using json = nlohmann::json;
+using torch::Tensor;
+using Clock = std::chrono::steady_clock;
+namespace fs = std::filesystem;
+
+double since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+double median_s(const std::vector<double>& v) { return spread_json(v)["median"].get<double>(); }
+
+// The measured model: 8 layers of width 128 (the main job's tiny model, twice as deep), so each
+// stage holds 4 and compute dominates Gloo's per-message latency.
+model::ModelConfig measured_model() {
+  model::ModelConfig c;
+  c.vocab_size = 100;
+  c.hidden_size = 128;
+  c.intermediate_size = 384;
+  c.num_hidden_layers = 8;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.head_dim = 32;
+  c.max_position_embeddings = 2048;
+  c.tie_word_embeddings = true;
+  return c;
+}
+
+// Default-task problems (prompt + demonstration characters, one token each) times this factor:
+// median ~90 tokens, longest ~1.1k.
+constexpr int64_t kMeasuredLengthScale = 4;
+
+std::vector<int64_t> draw_lengths(int batch, int count) {
+  const tasks::Task& task = tasks::get_task(tasks::default_task_name());
+  std::vector<int64_t> lengths;
+  for (int i = 0; i < count; ++i) {
+    const tasks::Problem p = tasks::draw_problem(task, 2000 + static_cast<uint64_t>(batch),
+                                                 tasks::Split::kTrain, static_cast<uint64_t>(i));
+    lengths.push_back(kMeasuredLengthScale *
+                      static_cast<int64_t>(p.prompt.size() + p.demonstration.size()));
+  }
+  return lengths;
+}
+
+// A micro-batch of random tokens, right-padded to its longest sequence.
+dist::StageBatch make_batch(const std::vector<int64_t>& lengths, const std::vector<int>& samples,
+                            int64_t vocab) {
+  int64_t longest = 1;
+  for (int i : samples) longest = std::max(longest, lengths[i]);
+  const int64_t rows = static_cast<int64_t>(samples.size());
+  Tensor tokens = torch::randint(3, vocab, {rows, longest}, torch::kLong);
+  Tensor valid = torch::zeros({rows, longest}, torch::kBool);
+  for (int64_t r = 0; r < rows; ++r) valid[r].narrow(0, 0, lengths[samples[r]]).fill_(true);
+  return {tokens, valid};
+}
+
+// Forward and backward seconds of the whole model on [rows, len] batches, fitted per layer as
+// a * tokens + b * tokens * len (least squares over the shapes), medians of 3.
+planner::PipelineProfile measure_profile(model::CausalLM& lm) {
+  const std::vector<std::pair<int64_t, int64_t>> shapes = {{64, 16}, {32, 64}, {16, 128},
+                                                           {8, 256}, {4, 512}, {2, 1024}};
+  std::vector<double> fwd, bwd, x1, x2;
+  for (auto [rows, len] : shapes) {
+    std::vector<double> f, b;
+    for (int rep = 0; rep < 4; ++rep) {
+      const Tensor tokens = torch::randint(3, 100, {rows, len}, torch::kLong);
+      const Tensor valid = torch::ones({rows, len}, torch::kBool);
+      auto t = Clock::now();
+      const Tensor loss = lm->score(tokens, valid).logprobs.sum();
+      const double tf = since(t);
+      t = Clock::now();
+      loss.backward();
+      const double tb = since(t);
+      for (auto& p : lm->parameters()) p.mutable_grad() = Tensor();
+      if (rep > 0) f.push_back(tf), b.push_back(tb);  // the first warms the allocator
+    }
+    fwd.push_back(median_s(f)), bwd.push_back(median_s(b));
+    x1.push_back(static_cast<double>(rows * len));
+    x2.push_back(static_cast<double>(rows * len * len));
+  }
+  // Least squares of y = a * x1 + b * x2 in relative error (each shape weighted by 1 / y, so
+  // the short shapes count as much as the long ones), a, b >= 0 (the better one-term fit when
+  // the two-term one has a negative coefficient).
+  const auto fit = [&](const std::vector<double>& y) {
+    double s11 = 0, s12 = 0, s22 = 0, y1 = 0, y2 = 0;
+    for (size_t i = 0; i < y.size(); ++i) {
+      const double w = 1.0 / (y[i] * y[i]);
+      s11 += w * x1[i] * x1[i], s12 += w * x1[i] * x2[i], s22 += w * x2[i] * x2[i];
+      y1 += w * x1[i] * y[i], y2 += w * x2[i] * y[i];
+    }
+    const double det = s11 * s22 - s12 * s12;
+    const double a = (y1 * s22 - y2 * s12) / det, b = (s11 * y2 - s12 * y1) / det;
+    if (a >= 0 && b >= 0) return std::pair{a, b};
+    const auto sse = [&](double ca, double cb) {
+      double e = 0;
+      for (size_t i = 0; i < y.size(); ++i) e += std::pow(1 - (ca * x1[i] + cb * x2[i]) / y[i], 2);
+      return e;
+    };
+    const std::pair<double, double> only_a{y1 / s11, 0.0}, only_b{0.0, y2 / s22};
+    return sse(only_a.first, 0) <= sse(0, only_b.second) ? only_a : only_b;
+  };
+  const auto [fa, fb] = fit(fwd);
+  const auto [ba, bb] = fit(bwd);
+  const double layers = static_cast<double>(lm->config().num_hidden_layers);
+  planner::PipelineLayerProfile layer;
+  layer.forward_per_token_s = fa / layers, layer.forward_per_token_sq_s = fb / layers;
+  layer.backward_per_token_s = ba / layers, layer.backward_per_token_sq_s = bb / layers;
+  layer.activation_bytes_per_token = 34.0 * static_cast<double>(lm->config().hidden_size) * 2;
+  planner::PipelineProfile p;
+  p.layers.assign(static_cast<size_t>(lm->config().num_hidden_layers), layer);
+  p.boundary_bytes_per_token = 4.0 * static_cast<double>(lm->config().hidden_size);
+  return p;
+}
+
+// Point-to-point latency and bandwidth between ranks 0 and 1: ping-pong medians at two sizes.
+std::pair<double, double> measure_link(dist::ProcessGroup& world) {
+  const auto one_way = [&](int64_t floats) {
+    const Tensor t = torch::ones({floats});
+    std::vector<double> v;
+    for (int rep = 0; rep < 9; ++rep) {
+      world.barrier();
+      const auto start = Clock::now();
+      if (world.rank() == 0) {
+        world.send(t, 1, 1000 + rep);
+        world.recv({floats}, torch::kFloat32, 1, 2000 + rep);
+      } else {
+        world.recv({floats}, torch::kFloat32, 0, 1000 + rep);
+        world.send(t, 0, 2000 + rep);
+      }
+      world.wait_sends();
+      v.push_back(since(start) / 2);
+    }
+    return median_s(v);
+  };
+  const double small = one_way(256), large = one_way(1 << 20);
+  const double bytes = 4.0 * ((1 << 20) - 256);
+  return {small, bytes / std::max(1e-9, large - small)};
+}
+
+}  // namespace
+
+json run_pipeline_pp2_worker(const BenchOptions& options, const std::string& out_path) {
+  torch::set_num_threads(1);
+  dist::ProcessGroup world(dist::process_group_options_from_env(std::chrono::seconds(120)));
+  const int rank = world.rank();
+  const int pp = world.world_size();
+  const model::ModelConfig mc = measured_model();
+  model::CausalLM lm(mc, /*seed=*/0);
+  torch::manual_seed(17);
+
+  // 1. Profile on both ranks at once (so each core sees the other busy, as in a step), averaged
+  // over the ranks so both stages plan alike.
+  world.barrier();
+  planner::PipelineProfile profile = measure_profile(lm);
+  {
+    planner::PipelineLayerProfile& l = profile.layers[0];
+    const std::vector<double> sums =
+        world.all_reduce_sum({l.forward_per_token_s, l.forward_per_token_sq_s,
+                              l.backward_per_token_s, l.backward_per_token_sq_s});
+    l.forward_per_token_s = sums[0] / pp, l.forward_per_token_sq_s = sums[1] / pp;
+    l.backward_per_token_s = sums[2] / pp, l.backward_per_token_sq_s = sums[3] / pp;
+    profile.layers.assign(profile.layers.size(), l);
+  }
+  const auto [latency, bandwidth] = measure_link(world);
+  profile.link_latency_s = latency, profile.link_bytes_per_s = bandwidth;
+
+  const pipeline::Partition partition =
+      pipeline::partition_layers(std::vector<double>(mc.num_hidden_layers, 1.0), pp, 1);
+  dist::PipelineStage stage(lm, world, pp, partition);
+  planner::PipelineEmulator emulator;
+  pipeline::TokenCost token_cost;
+  for (const auto& l : profile.layers) {
+    token_cost.per_token += l.forward_per_token_s + l.backward_per_token_s;
+    token_cost.per_token_sq += l.forward_per_token_sq_s + l.backward_per_token_sq_s;
+  }
+
+  const int rounds_n = options.quick ? 2 : 7, problems = options.quick ? 16 : 48;
+  // The static baseline's fixed count, tuned to this workload: 8P micro-batches (6 sequences
+  // each at PP = 2). The emulated half's 2P made micro-batches of 24 sequences padded to the
+  // longest here, 10-30x slower than any split below: too weak a baseline to be worth quoting.
+  const int static_count = 8 * pp;
+  Rounds rounds("pipeline", pp);
+  std::map<std::string, int> splits, orders;
+  const auto run_variant = [&](const std::string& name, const std::vector<int64_t>& lengths,
+                               const std::vector<pipeline::MicroBatch>& mbs,
+                               const pipeline::Schedule& schedule, double emulated_s) {
+    std::vector<dist::StageBatch> batches;
+    for (const auto& mb : mbs) batches.push_back(make_batch(lengths, mb.samples, mc.vocab_size));
+    world.barrier();  // both stages start together
+    const auto start = Clock::now();
+    const dist::PipelineRunStats s =
+        stage.run(schedule, batches,
+                  [](int, const model::ScoreOutput& out) { return -out.logprobs.sum() / 1000.0; });
+    world.barrier();
+    const double step = since(start);
+    for (auto& p : lm->parameters()) p.mutable_grad() = Tensor();  // no update: same work
+    const std::vector<double> sums = world.all_reduce_sum({s.compute_s, s.wait_s});
+    rounds.add(name + "_step_s", step);
+    rounds.add(name + "_emulated_step_s", emulated_s);
+    rounds.add(name + "_emulator_error", std::abs(emulated_s - step) / step);
+    rounds.add(name + "_bubble_ratio", 1.0 - sums[0] / (pp * step));
+    rounds.add(name + "_micro_batches", static_cast<double>(mbs.size()));
+  };
+  for (int r = 0; r < rounds_n; ++r) {
+    rounds.begin_round(r);
+    const std::vector<int64_t> lengths = draw_lengths(r, problems);
+    int64_t total = 0;
+    for (int64_t l : lengths) total += l;
+    // Static: M micro-batches of equal sample count, grouped by length (in arrival order the
+    // padding alone made it 10-30x slower here), 1F1B.
+    const std::vector<pipeline::MicroBatch> fixed =
+        pipeline::split_static_grouped(lengths, static_count, token_cost);
+    const pipeline::Schedule one_f = pipeline::one_f_one_b(pp, static_cast<int>(fixed.size()));
+    const double one_f_emulated =
+        emulator.run(one_f, planner::pipeline_op_costs(profile, partition, fixed)).step_s;
+    // Dynamic: the plan, on a candidate cap (both ranks must agree), timed.
+    planner::PipelinePlanOptions o;
+    o.token_cost = token_cost;
+    o.padded = true;
+    o.target_tokens = (total + static_count - 1) / static_count;
+    o.static_micro_batches = static_count;
+    o.time_budget_s = std::numeric_limits<double>::infinity();
+    o.max_candidates_per_split = 8;
+    const auto t0 = Clock::now();
+    const planner::PipelinePlan plan =
+        planner::plan_pipeline(lengths, profile, partition, o, emulator);
+    rounds.add("planner_s", since(t0));
+    ++splits[plan.split], ++orders[plan.candidate];
+    // The plan's micro-batches in the static 1F1B order: what the split alone gains.
+    const pipeline::Schedule split_only =
+        pipeline::one_f_one_b(pp, static_cast<int>(plan.micro_batches.size()));
+    const double split_only_emulated =
+        emulator.run(split_only, planner::pipeline_op_costs(profile, partition, plan.micro_batches))
+            .step_s;
+    // Interleaved, rotating which goes first.
+    for (int k = 0; k < 3; ++k) {
+      switch ((k + r) % 3) {
+        case 0:
+          run_variant("static", lengths, fixed, one_f, one_f_emulated);
+          break;
+        case 1:
+          run_variant("split_only", lengths, plan.micro_batches, split_only, split_only_emulated);
+          break;
+        default:
+          run_variant("dynamic", lengths, plan.micro_batches, plan.schedule, plan.emulation.step_s);
+      }
+    }
+    rounds.add("planner_share_of_step",
+               rounds.values("planner_s").back() / rounds.values("dynamic_step_s").back());
+  }
+  json out = rounds.to_json();
+  out["load"] = rounds.load_json();
+  out["stages"] = pp;
+  out["static_micro_batches"] = static_count;
+  out["static_split"] = "equal sample counts over the sequences sorted by length (group_by_length)";
+  out["model"] = {{"layers", mc.num_hidden_layers},
+                  {"hidden", mc.hidden_size},
+                  {"note", "one core per stage; micro-batches padded to their longest sequence"}};
+  out["workload"] = {{"problems_per_batch", problems},
+                     {"length", "4 x (prompt + demonstration characters) of the default task"}};
+  out["profile"] = {{"forward_s_per_token_per_layer", profile.layers[0].forward_per_token_s},
+                    {"forward_s_per_token_sq_per_layer", profile.layers[0].forward_per_token_sq_s},
+                    {"link_latency_s", latency},
+                    {"link_gb_s", bandwidth / 1e9}};
+  out["splits_chosen"] = splits;
+  out["orders_chosen"] = orders;
+  out["dynamic_speedup"] = rounds.ratio("static_step_s", "dynamic_step_s");
+  // The speed-up in two parts: the token-cost split (in 1F1B order), then the searched order.
+  out["split_speedup"] = rounds.ratio("static_step_s", "split_only_step_s");
+  out["order_speedup"] = rounds.ratio("split_only_step_s", "dynamic_step_s");
+  out["emulator_relative_error"] = {{"static", rounds.summary("static_emulator_error")},
+                                    {"split_only", rounds.summary("split_only_emulator_error")},
+                                    {"dynamic", rounds.summary("dynamic_emulator_error")}};
+  if (rank == 0) {
+    std::ofstream f(out_path);
+    f << out.dump() << "\n";
+    if (!f) throw RuntimeFailure("bench pipeline: cannot write " + out_path);
+  }
+  world.barrier();
+  return {{"rank", rank}};
+}
+
+json measure_pipeline_pp2(const BenchOptions& options) {
+  const fs::path root =
+      fs::temp_directory_path() / ("streamrl_bench_pipeline_" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  fs::create_directories(root);
+  const fs::path out = root / "rank0.json";
+  dist::LaunchOptions lo;
+  lo.nproc = 2;  // one stage per core
+  lo.args = {"bench", "pipeline", "--json"};
+  if (options.quick) lo.args.push_back("--quick");
+  lo.env = {std::string(kPipelineWorkerEnv) + "=" + out.string()};
+  lo.log_file = (root / "ranks.log").string();
+  lo.timeout_s = 1200;
+  const int rc = dist::launch_local(lo);
+  std::ifstream f(out);
+  const json j = json::parse(f, nullptr, false);
+  if (rc != 0 || !j.is_object()) {
+    throw RuntimeFailure("bench pipeline: the pipeline ranks failed (exit " + std::to_string(rc) +
+                         "); their output is in " + lo.log_file);
+  }
+  fs::remove_all(root);
+  return j;
+}
+
+}  // namespace streamrl::bench
