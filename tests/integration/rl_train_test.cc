@@ -289,6 +289,57 @@ TEST_F(RlTrain, TwoTrainerRanksGiveTheSameParametersAsOne) {
   EXPECT_FALSE(fs::exists(runs / "dp2/trace.rank1.json"));
 }
 
+// The trainer as a pipeline (parallel.pp = 2): both ranks generate half of the prompts, then the
+// replica's two stages train on the union through the pipeline schedule; in stream mode as in
+// disagg, the weights end where one process's do.
+TEST_F(RlTrain, PipelineStagesGiveTheSameParametersAsOne) {
+  const std::vector<std::string> args = {"train",
+                                         "--config",
+                                         dir_ + "/rl.yaml",
+                                         "train.iterations=2",
+                                         "train.micro_batch_tokens=64",
+                                         "train.optim.lr=1",
+                                         "train.optim.eps=1",
+                                         "algo.entropy_coef=0.01",
+                                         "eval.n=0",
+                                         "--json"};
+  auto with = [&](std::vector<std::string> head, const std::string& name,
+                  std::vector<std::string> extra) {
+    head.insert(head.end(), args.begin(), args.end());
+    head.insert(head.end(), extra.begin(), extra.end());
+    head.push_back("run.name=" + name);
+    return head;
+  };
+  auto one = run_streamrl(with({}, "pp_one", {"mode=disagg"}));
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  const fs::path runs = fs::path(dir_) / "runs";
+  for (const char* mode : {"disagg", "stream"}) {
+    const std::string name = std::string("pp2_") + mode;
+    auto two = run_streamrl(with({"launch", "--nproc", "2", "--timeout", "240", "--"}, name,
+                                 {std::string("mode=") + mode, "parallel.pp=2"}));
+    ASSERT_EQ(two.exit_code, 0) << two.output;
+    EXPECT_LT(max_abs_difference(runs / "pp_one/final/model.safetensors",
+                                 runs / (name + "/final/model.safetensors")),
+              1e-5)
+        << mode;
+    int iterations = 0;
+    for (const auto& rec : read_metrics((runs / name / "metrics.jsonl").string())) {
+      if (!rec.contains("reward_mean")) continue;
+      ++iterations;
+      EXPECT_EQ(rec["pipeline"]["stages"], 2) << rec.dump();
+      EXPECT_GE(rec["pipeline"]["micro_batches"].get<int>(), 1) << rec.dump();
+    }
+    EXPECT_EQ(iterations, 2) << mode;
+  }
+  EXPECT_GT(max_abs_difference(runs / "sft/final/model.safetensors",
+                               runs / "pp_one/final/model.safetensors"),
+            1e-4);
+  auto alone = run_streamrl(with({}, "pp_alone", {"parallel.pp=2"}));
+  EXPECT_EQ(alone.exit_code, 2) << alone.output;
+  EXPECT_NE(alone.output.find("needs its ranks: run under streamrl launch"), std::string::npos)
+      << alone.output;
+}
+
 // train.mini_batches: several optimizer steps per iteration, each as its groups complete. With two
 // streaming ranks and 3 mini-batches of 3 prompts, rank 0 holds 2 groups (quotas 1, 1, 0) and rank
 // 1 one (1, 0, 0): every rank takes the same collective steps (no hang), the third, on no samples

@@ -91,6 +91,9 @@ IterationRecord iteration_record(const RlRunConfig& c, int64_t it, const Iterati
     rec["curriculum_pass_rate"] = rates;
   }
   if (group) rec["trainer_ranks"] = group->world_size();
+  if (group && c.parallel.pp > 1) {
+    rec["pipeline"] = {{"stages", c.parallel.pp}, {"micro_batches", up.micro_batches}};
+  }
   return {std::move(rec), reward_mean, mean_len};
 }
 

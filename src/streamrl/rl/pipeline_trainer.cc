@@ -14,7 +14,6 @@ void PipelineConfig::read(const core::Config& parallel) {
   parallel.get("pp_chunks", chunks);
   parallel.get("pp_schedule", schedule);
   parallel.get("pp_micro_batches", micro_batches);
-  parallel.get("timeout_s", timeout_s);
   if (pp < 1) throw InputError("parallel.pp must be >= 1, got " + std::to_string(pp));
   if (chunks < 1)
     throw InputError("parallel.pp_chunks must be >= 1, got " + std::to_string(chunks));
@@ -22,7 +21,6 @@ void PipelineConfig::read(const core::Config& parallel) {
     throw InputError("parallel.pp_schedule must be dynamic or 1f1b, got '" + schedule + "'");
   }
   if (micro_batches < 0) throw InputError("parallel.pp_micro_batches must be >= 0");
-  if (!(timeout_s > 0)) throw InputError("parallel.timeout_s must be > 0");
 }
 
 planner::PipelineProfile flops_profile(const model::ModelConfig& c) {

@@ -23,7 +23,6 @@ struct PipelineConfig {
   int chunks = 1;                    // parallel.pp_chunks: model chunks per stage (interleaved)
   std::string schedule = "dynamic";  // parallel.pp_schedule: "dynamic" or "1f1b" (static)
   int micro_batches = 0;             // parallel.pp_micro_batches: the static count (0: 2 * pp)
-  double timeout_s = 60;             // parallel.timeout_s: rendezvous and each send/recv bound
 
   // Reads the `parallel` section. InputError for bad values.
   void read(const core::Config& parallel);

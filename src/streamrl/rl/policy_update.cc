@@ -94,6 +94,16 @@ PolicyStep::PolicyStep(model::CausalLM& model, torch::optim::Optimizer& optimize
   clear_grads(optimizer_);
 }
 
+void PolicyStep::set_pipeline(PipelineTrainer* pipeline, dist::ProcessGroup* world) {
+  if (pipeline && config_.recompute_old_logprobs) {
+    throw InputError(
+        "parallel.pp with train.recompute_old_logprobs is not supported: the pipeline trainer "
+        "takes the generator's log-probs");
+  }
+  pipeline_ = pipeline;
+  group_ = world;
+}
+
 void PolicyStep::add(std::vector<ScoredSample> samples, bool eager) {
   for (auto& s : samples) {
     if (skip_zero_advantage_ && s.advantage == 0.0) {
@@ -107,10 +117,15 @@ void PolicyStep::add(std::vector<ScoredSample> samples, bool eager) {
   }
   // Waiting for a larger pool to pack from pads less but leaves more work after the last
   // sample: with 4 micro-batches' worth, stream training was 11% less busy and 10% slower.
-  if (eager && buffered_tokens_ >= config_.micro_batch_tokens) run_buffered(/*full_only=*/true);
+  // A pipeline trains once per step, on what all of its stages gathered.
+  if (eager && !pipeline_ && buffered_tokens_ >= config_.micro_batch_tokens) {
+    run_buffered(/*full_only=*/true);
+  }
 }
 
-void PolicyStep::flush() { run_buffered(/*full_only=*/false); }
+void PolicyStep::flush() {
+  if (!pipeline_) run_buffered(/*full_only=*/false);
+}
 
 void PolicyStep::run_buffered(bool full_only) {
   if (buffer_.empty()) return;
@@ -156,11 +171,16 @@ void PolicyStep::order_by_curriculum(std::vector<std::vector<size_t>>* packs) co
   *packs = std::move(ordered);
 }
 
-void PolicyStep::run_micro_batch(const std::vector<const ScoredSample*>& rows) {
-  const auto t0 = Clock::now();
-  const double cpu0 = core::thread_cpu_seconds();
-  telemetry::ScopedSpan span(trace_, trace_track_, "micro-batch");
-  span.args() = {{"samples", rows.size()}};
+struct PolicyStep::Prepared {
+  SequenceBatch seq;
+  PolicyLossInputs in;
+  model::ScoreOptions opt;
+  std::vector<torch::Tensor> routing;
+  int64_t rows = 0, sequences = 0;
+};
+
+PolicyStep::Prepared PolicyStep::prepare(const std::vector<const ScoredSample*>& rows) const {
+  Prepared p;
   std::vector<std::vector<int32_t>> prompts, outputs;
   std::vector<const std::vector<uint8_t>*> trained;  // multi-turn: appended tokens are context
   std::vector<float> adv;
@@ -169,40 +189,32 @@ void PolicyStep::run_micro_batch(const std::vector<const ScoredSample*>& rows) {
     outputs.push_back(s->sample.output_ids);
     trained.push_back(&s->sample.sampled_mask);
     adv.push_back(static_cast<float>(s->advantage));
-    sequences_ += s->sample.output_ids.empty() ? 0 : 1;
+    p.sequences += s->sample.output_ids.empty() ? 0 : 1;
   }
-  SequenceBatch seq = make_sequence_batch(prompts, outputs, trained);
-  result_.tokens += seq.num_completion_tokens;
-  const int64_t T = seq.tokens.size(1);
+  p.rows = static_cast<int64_t>(rows.size());
+  p.seq = make_sequence_batch(prompts, outputs, trained);
+  const int64_t T = p.seq.tokens.size(1);
 
   // Built on the host, computed on the policy's device.
   const torch::Device dev = model_->device();
-  PolicyLossInputs in;
-  in.mask = seq.completion.to(dev);
-  in.advantages = torch::tensor(adv).to(dev);
-  in.beh_logp = place(rows, T, beh_field).to(dev);
+  p.in.mask = p.seq.completion.to(dev);
+  p.in.advantages = torch::tensor(adv).to(dev);
+  p.in.beh_logp = place(rows, T, beh_field).to(dev);
   if (!rows.front()->ref_logprobs.empty() && loss_.kl.placement == KlPlacement::kLoss) {
-    in.ref_logp = place(rows, T, ref_field).to(dev);
+    p.in.ref_logp = place(rows, T, ref_field).to(dev);
   }
-  seq.tokens = seq.tokens.to(dev);
-  seq.valid = seq.valid.to(dev);
-  model::ScoreOptions opt;
-  opt.temperature = config_.temperature;
+  p.seq.tokens = p.seq.tokens.to(dev);
+  p.seq.valid = p.seq.valid.to(dev);
+  p.opt.temperature = config_.temperature;
+  p.opt.return_entropy = true;  // always logged
   // MoE: the trainer's routing is compared with the engine's, and with routing replay follows it.
-  const std::vector<torch::Tensor> routing =
-      model_->config().is_moe() ? engine_routing(rows, T) : std::vector<torch::Tensor>{};
-  if (!routing.empty()) {
-    opt.replay_routing = &routing;
-    opt.replay_apply = moe_.routing_replay;
-  }
-  if (config_.recompute_old_logprobs) {
-    torch::NoGradGuard no_grad;
-    in.old_logp = model_->score(seq.tokens, seq.valid, opt).logprobs;
-  } else {
-    in.old_logp = in.beh_logp;
-  }
-  opt.return_entropy = true;  // always logged
-  model::ScoreOutput out = model_->score(seq.tokens, seq.valid, opt);
+  if (model_->config().is_moe()) p.routing = engine_routing(rows, T);
+  return p;
+}
+
+torch::Tensor PolicyStep::loss_of(Prepared& p, const model::ScoreOutput& out) {
+  PolicyLossInputs& in = p.in;
+  if (!in.old_logp.defined()) in.old_logp = in.beh_logp;
   in.logp = out.logprobs;
   in.entropy = loss_.entropy_coef > 0 ? out.entropy : out.entropy.detach();
   // Unnormalised: a unit denominator makes each term a plain sum; finish() divides by the count.
@@ -212,28 +224,90 @@ void PolicyStep::run_micro_batch(const std::vector<const ScoredSample*>& rows) {
     clear_grads(optimizer_);
     throw RuntimeFailure("policy loss is not finite (" + std::to_string(lo.metrics.loss) + ")");
   }
-  if (out.moe) result_.moe.add(*out.moe, moe_.aux_top1_only, seq.num_completion_tokens);
+  const int64_t tokens = p.seq.num_completion_tokens;
+  if (out.moe) result_.moe.add(*out.moe, moe_.aux_top1_only, tokens);
   if (out.moe && (moe_.aux_loss_coef > 0 || moe_.z_loss_coef > 0)) {
     // Each term is a sum that finish() divides by the global count, so the router loss (a mean
     // over this micro-batch's tokens) is weighted by the micro-batch's share of that count.
-    const double weight = loss_.loss_agg == LossAggMode::kTokenMean
-                              ? static_cast<double>(seq.num_completion_tokens)
-                              : static_cast<double>(rows.size());
+    const double weight = loss_.loss_agg == LossAggMode::kTokenMean ? static_cast<double>(tokens)
+                                                                    : static_cast<double>(p.rows);
     lo.loss = lo.loss + moe_.loss(out.moe) * weight;
   }
-  lo.loss.backward();
+  // Counted where the loss is (a pipeline's last stage), so the ranks' sums are the global count.
+  result_.tokens += tokens;
+  sequences_ += static_cast<double>(p.sequences);
   result_.metrics.merge(lo.metrics);
   result_.micro_batches += 1;
+  return lo.loss;
+}
+
+void PolicyStep::run_micro_batch(const std::vector<const ScoredSample*>& rows) {
+  const auto t0 = Clock::now();
+  const double cpu0 = core::thread_cpu_seconds();
+  telemetry::ScopedSpan span(trace_, trace_track_, "micro-batch");
+  span.args() = {{"samples", rows.size()}};
+  Prepared p = prepare(rows);
+  if (!p.routing.empty()) {
+    p.opt.replay_routing = &p.routing;
+    p.opt.replay_apply = moe_.routing_replay;
+  }
+  if (config_.recompute_old_logprobs) {
+    torch::NoGradGuard no_grad;
+    p.in.old_logp = model_->score(p.seq.tokens, p.seq.valid, p.opt).logprobs;
+  }
+  const model::ScoreOutput out = model_->score(p.seq.tokens, p.seq.valid, p.opt);
+  loss_of(p, out).backward();
+  result_.seconds += core::seconds_since(t0);
+  result_.cpu_seconds += core::thread_cpu_seconds() - cpu0;
+}
+
+void PolicyStep::run_pipelined() {
+  const auto t0 = Clock::now();
+  const double cpu0 = core::thread_cpu_seconds();
+  // The replica's stages train on the same samples: the union of what each of them added.
+  const std::vector<std::string> all = group_->all_gather_bytes(encode_samples(buffer_));
+  std::vector<ScoredSample> samples;
+  for (int s = 0; s < pipeline_->layout().pp; ++s) {
+    std::vector<ScoredSample> part = decode_samples(all[pipeline_->layout().rank_of_stage(s)]);
+    for (auto& x : part) samples.push_back(std::move(x));
+  }
+  buffer_.clear();
+  buffered_tokens_ = 0;
+  std::vector<int64_t> lengths;
+  for (const auto& x : samples) lengths.push_back(total_tokens(x));
+  std::vector<Prepared> prepared;
+  model::ScoreOptions opt;
+  opt.temperature = config_.temperature;
+  opt.return_entropy = true;
+  const int64_t micro_batches_before = result_.micro_batches;
+  const PipelineStepStats stats = pipeline_->forward_backward(
+      lengths,
+      [&](const std::vector<int>& idx) {
+        std::vector<const ScoredSample*> rows;
+        for (int i : idx) rows.push_back(&samples[static_cast<size_t>(i)]);
+        prepared.push_back(prepare(rows));
+        return dist::StageBatch{prepared.back().seq.tokens, prepared.back().seq.valid};
+      },
+      [&](int index, const model::ScoreOutput& out) {
+        return loss_of(prepared[static_cast<size_t>(index)], out);
+      },
+      opt);
+  // Counted by the last stage only; every stage reports its replica's.
+  result_.micro_batches = micro_batches_before + stats.micro_batches;
   result_.seconds += core::seconds_since(t0);
   result_.cpu_seconds += core::thread_cpu_seconds() - cpu0;
 }
 
 UpdateResult PolicyStep::finish(double lr, double grad_clip) {
-  flush();
+  if (pipeline_) {
+    run_pipelined();  // gradients come back summed over the world
+  } else {
+    flush();
+  }
   const auto t0 = Clock::now();
   const double cpu0 = core::thread_cpu_seconds();
   if (group_ && group_->world_size() > 1) {
-    dist::all_reduce_gradients(*group_, model_->parameters());
+    if (!pipeline_) dist::all_reduce_gradients(*group_, model_->parameters());
     PolicyLossMetrics& m = result_.metrics;
     double tokens = static_cast<double>(result_.tokens);
     std::vector<double*> sums = {&tokens,        &sequences_,       &m.loss,

@@ -11,6 +11,7 @@
 #include "streamrl/engine/sample.h"
 #include "streamrl/model/transformer.h"
 #include "streamrl/rl/optim.h"
+#include "streamrl/rl/pipeline_trainer.h"
 #include "streamrl/rl/policy_loss.h"
 #include "streamrl/rl/trajectory.h"
 #include "streamrl/telemetry/trace.h"
@@ -91,6 +92,12 @@ class PolicyStep : public TrainerStep {
   // take on all the samples. The metrics' maxima (ratio_max, tis_weight_max) stay this rank's.
   void set_process_group(dist::ProcessGroup* group) { group_ = group; }
 
+  // Pipeline parallelism (parallel.pp): finish() gathers what every stage of this rank's replica
+  // added and trains on it through `pipeline`'s stages; `world` is the gradient and metrics
+  // group. Samples are buffered until finish() (no eager micro-batches). InputError with
+  // UpdateConfig::recompute_old_logprobs.
+  void set_pipeline(PipelineTrainer* pipeline, dist::ProcessGroup* world);
+
   // MoE policies: the router losses model.moe asks for join the loss, weighted like its terms.
   void set_moe(const model::MoeOptions& moe) { moe_ = moe; }
 
@@ -98,7 +105,12 @@ class PolicyStep : public TrainerStep {
   void set_trace(telemetry::Trace* trace, int track) { trace_ = trace, trace_track_ = track; }
 
  private:
+  struct Prepared;  // one micro-batch's inputs
+  Prepared prepare(const std::vector<const ScoredSample*>& rows) const;
+  // The micro-batch's unnormalised loss from its scores; counts its tokens and metrics.
+  torch::Tensor loss_of(Prepared& p, const model::ScoreOutput& out);
   void run_micro_batch(const std::vector<const ScoredSample*>& rows);
+  void run_pipelined();
   void run_buffered(bool full_only);  // full_only: keep a partly filled last micro-batch
   // Reorders micro-batches (indices into buffer_) by UpdateConfig::moe_curriculum's rule.
   void order_by_curriculum(std::vector<std::vector<size_t>>* packs) const;
@@ -116,6 +128,7 @@ class PolicyStep : public TrainerStep {
   telemetry::Trace* trace_ = nullptr;
   int trace_track_ = 0;
   dist::ProcessGroup* group_ = nullptr;
+  PipelineTrainer* pipeline_ = nullptr;
 };
 
 // Runs one optimizer step on `samples` (one update per rollout): PolicyStep over all of them.

@@ -103,10 +103,21 @@ nlohmann::json run_rl(const RlRunConfig& c, const std::string& resolved_config_y
     SLOG(kInfo) << "held-out accuracy before RL: " << e.accuracy;
   }
 
+  std::unique_ptr<PipelineTrainer> pipe;
+  if (c.parallel.pp > 1) {
+    if (!roles.group) {
+      throw InputError("parallel.pp = " + std::to_string(c.parallel.pp) +
+                       " needs its ranks: run under streamrl launch --nproc (a multiple of pp)");
+    }
+    pipe = std::make_unique<PipelineTrainer>(roles.policy, *roles.group, c.parallel,
+                                             c.update.micro_batch_tokens,
+                                             flops_profile(roles.policy->config()));
+  }
   auto new_step = [&]() -> std::unique_ptr<TrainerStep> {
     auto step = std::make_unique<PolicyStep>(roles.policy, *roles.optimizer, c.loss, c.update);
     step->set_trace(out.trace, trainer_track(roles.rank));
     step->set_process_group(roles.group.get());
+    if (pipe) step->set_pipeline(pipe.get(), roles.group.get());
     step->set_moe(c.moe);
     return step;
   };

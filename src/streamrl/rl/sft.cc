@@ -50,12 +50,14 @@ SftConfig SftConfig::from_config(const core::Config& root) {
   read_eval(root.section("eval"), &c.eval_every, &c.eval);
   c.checkpoint.read(root.section("checkpoint"));
   c.parallel.read(root.section("parallel"));
+  root.section("parallel").get("timeout_s", c.parallel_timeout_s);
   root.check_all_used();
   if (c.steps < 1) throw InputError("train.steps must be >= 1");
   if (c.batch_size < 1) throw InputError("train.batch_size must be >= 1");
   if (c.micro_batch_tokens < 1) throw InputError("train.micro_batch_tokens must be >= 1");
   if (c.epoch_size < 0) throw InputError("train.epoch_size must be >= 0");
   if (c.eval_loss_n < 0) throw InputError("eval.loss_n must be >= 0");
+  if (!(c.parallel_timeout_s > 0)) throw InputError("parallel.timeout_s must be > 0");
   if (c.moe_curriculum && c.epoch_size == 0) {
     throw InputError("train.moe_curriculum needs epochs: set train.epoch_size > 0");
   }
@@ -218,7 +220,7 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
   std::unique_ptr<dist::ProcessGroup> world;
   std::unique_ptr<PipelineTrainer> pipe;
   const auto pg = dist::process_group_options_from_env(
-      std::chrono::milliseconds(static_cast<int64_t>(c.parallel.timeout_s * 1000)));
+      std::chrono::milliseconds(static_cast<int64_t>(c.parallel_timeout_s * 1000)));
   if (pg.world_size > 1 || c.parallel.pp > 1) {
     world = std::make_unique<dist::ProcessGroup>(pg);
     pipe = std::make_unique<PipelineTrainer>(model, *world, c.parallel, c.micro_batch_tokens,

@@ -47,6 +47,7 @@ struct SftConfig {
   // parallel: pipeline stages; under `streamrl launch --nproc N` the N ranks form N / pp
   // data-parallel replicas, each training on its share of every batch.
   PipelineConfig parallel;
+  double parallel_timeout_s = 60;  // parallel.timeout_s: rendezvous and each send/recv bound
 
   // Reads the `run`, `model`, `data`, `train`, `eval` and `checkpoint` sections and checks that no
   // unknown key is left. Throws InputError for bad values.

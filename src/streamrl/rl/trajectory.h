@@ -3,6 +3,7 @@
 // loss mask here, and grouping, advantages and packing read it through this type only.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "streamrl/engine/sample.h"
@@ -18,5 +19,11 @@ struct ScoredSample {
   int difficulty = 0;    // of the problem, for metrics
   std::vector<float> ref_logprobs;  // [output_ids.size()]; empty when no reference model is used
 };
+
+// Samples as bytes between trainer ranks (a pipeline replica's stages gather each other's): ids,
+// tokens, log-probs, loss mask and the trainer's results. Not kept: timings, top log-probs and
+// MoE routing. decode_samples throws RuntimeFailure on truncated or malformed bytes.
+std::string encode_samples(const std::vector<ScoredSample>& samples);
+std::vector<ScoredSample> decode_samples(const std::string& bytes);
 
 }  // namespace streamrl::rl
