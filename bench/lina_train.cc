@@ -1,23 +1,19 @@
 #include "lina_train.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
-#include <filesystem>
-#include <fstream>
 #include <functional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "bench_ranks.h"
 #include "rounds.h"
 #include "streamrl/core/clock.h"
 #include "streamrl/core/errors.h"
 #include "streamrl/core/stats.h"
 #include "streamrl/dist/backward_comm.h"
 #include "streamrl/dist/expert_parallel.h"
-#include "streamrl/dist/launcher.h"
 #include "streamrl/model/model_config.h"
 #include "streamrl/model/moe.h"
 #include "streamrl/model/transformer.h"
@@ -26,7 +22,6 @@
 namespace streamrl::bench {
 namespace {
 
-namespace fs = std::filesystem;
 using json = nlohmann::json;
 using core::Clock;
 using torch::Tensor;
@@ -294,37 +289,11 @@ json run_lina_train_worker(const BenchOptions& options, const std::string& out_p
                                     {"lina_step", err("lina_step_ms")},
                                     {"fair_share_a2a", err("fair_share_a2a_ms")},
                                     {"lina_a2a", err("lina_a2a_ms")}};
-  if (rank == 0) {
-    std::ofstream f(out_path);
-    f << out.dump() << "\n";
-    if (!f) throw RuntimeFailure("bench lina: cannot write " + out_path);
-  }
-  world.barrier();
-  return {{"rank", rank}};
+  return finish_bench_rank(world, out, out_path, "lina");
 }
 
 json measure_lina_training(const BenchOptions& options) {
-  const fs::path root =
-      fs::temp_directory_path() / ("streamrl_bench_lina_train_" + std::to_string(::getpid()));
-  fs::remove_all(root);
-  fs::create_directories(root);
-  const fs::path out = root / "rank0.json";
-  dist::LaunchOptions lo;
-  lo.nproc = 2;  // one rank per core
-  lo.args = {"bench", "lina", "--json"};
-  if (options.quick) lo.args.push_back("--quick");
-  lo.env = {std::string(kLinaTrainWorkerEnv) + "=" + out.string()};
-  lo.log_file = (root / "ranks.log").string();
-  lo.timeout_s = 1200;
-  const int rc = dist::launch_local(lo);
-  std::ifstream f(out);
-  const json j = json::parse(f, nullptr, false);
-  if (rc != 0 || !j.is_object()) {
-    throw RuntimeFailure("bench lina: the expert-parallel ranks failed (exit " +
-                         std::to_string(rc) + "); their output is in " + lo.log_file);
-  }
-  fs::remove_all(root);
-  return j;
+  return launch_bench_ranks("lina", 2, kLinaTrainWorkerEnv, options);  // one rank per core
 }
 
 }  // namespace streamrl::bench

@@ -33,19 +33,6 @@ using Clock = std::chrono::steady_clock;
 // distribution (its long tail) is the task's own.
 constexpr int64_t kLengthScale = 16;
 
-// One batch: prompt + demonstration length of `count` training problems, times kLengthScale.
-std::vector<int64_t> draw_batch(int batch, int count) {
-  const tasks::Task& task = tasks::get_task(tasks::default_task_name());
-  std::vector<int64_t> lengths;
-  for (int i = 0; i < count; ++i) {
-    const tasks::Problem p = tasks::draw_problem(task, 1000 + static_cast<uint64_t>(batch),
-                                                 tasks::Split::kTrain, static_cast<uint64_t>(i));
-    lengths.push_back(kLengthScale *
-                      static_cast<int64_t>(p.prompt.size() + p.demonstration.size()));
-  }
-  return lengths;
-}
-
 // Per-layer costs from FLOPs: a decoder layer's matmuls take 2 FLOPs per weight per token
 // forward, causal attention 2 * hidden * len^2 per sequence (QK^T and AV over half the square);
 // backward twice the forward; all at the accelerator's BF16 peak times the trainer's MFU.
@@ -100,7 +87,7 @@ nlohmann::json run_pipeline_bench(const BenchOptions& options) {
   std::vector<std::vector<int64_t>> workload;
   std::vector<double> all_lengths;
   for (int b = 0; b < batches; ++b) {
-    workload.push_back(draw_batch(b, problems));
+    workload.push_back(draw_task_lengths(1000 + static_cast<uint64_t>(b), problems, kLengthScale));
     for (int64_t l : workload.back()) all_lengths.push_back(static_cast<double>(l));
   }
   const tasks::LengthSummary ls = tasks::summarize(all_lengths);

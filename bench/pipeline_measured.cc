@@ -1,21 +1,18 @@
 #include "pipeline_measured.h"
 
 #include <torch/torch.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <filesystem>
-#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "bench_ranks.h"
 #include "rounds.h"
 #include "streamrl/core/errors.h"
 #include "streamrl/core/threads.h"
-#include "streamrl/dist/launcher.h"
 #include "streamrl/dist/pipeline_parallel.h"
 #include "streamrl/pipeline/micro_batches.h"
 #include "streamrl/planner/pipeline_plan.h"
@@ -28,7 +25,6 @@ namespace {
 using json = nlohmann::json;
 using torch::Tensor;
 using Clock = std::chrono::steady_clock;
-namespace fs = std::filesystem;
 
 double since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
@@ -55,18 +51,6 @@ model::ModelConfig measured_model() {
 // Default-task problems (prompt + demonstration characters, one token each) times this factor:
 // median ~90 tokens, longest ~1.1k.
 constexpr int64_t kMeasuredLengthScale = 4;
-
-std::vector<int64_t> draw_lengths(int batch, int count) {
-  const tasks::Task& task = tasks::get_task(tasks::default_task_name());
-  std::vector<int64_t> lengths;
-  for (int i = 0; i < count; ++i) {
-    const tasks::Problem p = tasks::draw_problem(task, 2000 + static_cast<uint64_t>(batch),
-                                                 tasks::Split::kTrain, static_cast<uint64_t>(i));
-    lengths.push_back(kMeasuredLengthScale *
-                      static_cast<int64_t>(p.prompt.size() + p.demonstration.size()));
-  }
-  return lengths;
-}
 
 // A micro-batch of random tokens, right-padded to its longest sequence.
 dist::StageBatch make_batch(const std::vector<int64_t>& lengths, const std::vector<int>& samples,
@@ -165,10 +149,20 @@ std::pair<double, double> measure_link(dist::ProcessGroup& world) {
 
 }  // namespace
 
+std::vector<int64_t> draw_task_lengths(uint64_t seed, int count, int64_t scale) {
+  const tasks::Task& task = tasks::get_task(tasks::default_task_name());
+  std::vector<int64_t> lengths;
+  for (int i = 0; i < count; ++i) {
+    const tasks::Problem p =
+        tasks::draw_problem(task, seed, tasks::Split::kTrain, static_cast<uint64_t>(i));
+    lengths.push_back(scale * static_cast<int64_t>(p.prompt.size() + p.demonstration.size()));
+  }
+  return lengths;
+}
+
 json run_pipeline_pp2_worker(const BenchOptions& options, const std::string& out_path) {
   torch::set_num_threads(1);
   dist::ProcessGroup world(dist::process_group_options_from_env(std::chrono::seconds(120)));
-  const int rank = world.rank();
   const int pp = world.world_size();
   const model::ModelConfig mc = measured_model();
   model::CausalLM lm(mc, /*seed=*/0);
@@ -229,7 +223,8 @@ json run_pipeline_pp2_worker(const BenchOptions& options, const std::string& out
   };
   for (int r = 0; r < rounds_n; ++r) {
     rounds.begin_round(r);
-    const std::vector<int64_t> lengths = draw_lengths(r, problems);
+    const std::vector<int64_t> lengths =
+        draw_task_lengths(2000 + static_cast<uint64_t>(r), problems, kMeasuredLengthScale);
     int64_t total = 0;
     for (int64_t l : lengths) total += l;
     // Static: M micro-batches of equal sample count, grouped by length (in arrival order the
@@ -297,37 +292,11 @@ json run_pipeline_pp2_worker(const BenchOptions& options, const std::string& out
   out["emulator_relative_error"] = {{"static", rounds.summary("static_emulator_error")},
                                     {"split_only", rounds.summary("split_only_emulator_error")},
                                     {"dynamic", rounds.summary("dynamic_emulator_error")}};
-  if (rank == 0) {
-    std::ofstream f(out_path);
-    f << out.dump() << "\n";
-    if (!f) throw RuntimeFailure("bench pipeline: cannot write " + out_path);
-  }
-  world.barrier();
-  return {{"rank", rank}};
+  return finish_bench_rank(world, out, out_path, "pipeline");
 }
 
 json measure_pipeline_pp2(const BenchOptions& options) {
-  const fs::path root =
-      fs::temp_directory_path() / ("streamrl_bench_pipeline_" + std::to_string(::getpid()));
-  fs::remove_all(root);
-  fs::create_directories(root);
-  const fs::path out = root / "rank0.json";
-  dist::LaunchOptions lo;
-  lo.nproc = 2;  // one stage per core
-  lo.args = {"bench", "pipeline", "--json"};
-  if (options.quick) lo.args.push_back("--quick");
-  lo.env = {std::string(kPipelineWorkerEnv) + "=" + out.string()};
-  lo.log_file = (root / "ranks.log").string();
-  lo.timeout_s = 1200;
-  const int rc = dist::launch_local(lo);
-  std::ifstream f(out);
-  const json j = json::parse(f, nullptr, false);
-  if (rc != 0 || !j.is_object()) {
-    throw RuntimeFailure("bench pipeline: the pipeline ranks failed (exit " + std::to_string(rc) +
-                         "); their output is in " + lo.log_file);
-  }
-  fs::remove_all(root);
-  return j;
+  return launch_bench_ranks("pipeline", 2, kPipelineWorkerEnv, options);  // one stage per core
 }
 
 }  // namespace streamrl::bench

@@ -4,13 +4,19 @@
 // measurement. The profile the plans and the emulator use is measured on rank 0 first.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "registry.h"
 
 namespace streamrl::bench {
 
 inline constexpr const char* kPipelineWorkerEnv = "STREAMRL_BENCH_PIPELINE_WORKER";
+
+// Prompt + demonstration characters (one token each with the char tokenizer) of `count` training
+// problems of the default task drawn with `seed`, times `scale`: long-tailed batches.
+std::vector<int64_t> draw_task_lengths(uint64_t seed, int count, int64_t scale);
 
 // Launches the two ranks and returns rank 0's figures.
 nlohmann::json measure_pipeline_pp2(const BenchOptions& options);
