@@ -60,7 +60,12 @@ TEST(SftPipeline, BadParallelConfigIsOneLine) {
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("parallel.pp_schedule must be dynamic or 1f1b"), std::string::npos)
       << r.output;
-  // Three ranks cannot form replicas of two stages.
+  // One process or three ranks cannot form replicas of two stages.
+  r = run_streamrl({"sft", "--config", dir + "/sft.yaml", "parallel.pp=2"});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("divide the 1 ranks (run under streamrl launch --nproc N"),
+            std::string::npos)
+      << r.output;
   r = run_streamrl({"launch", "--nproc", "3", "--timeout", "60", "--", "sft", "--config",
                     dir + "/sft.yaml", "parallel.pp=2"},
                    90);

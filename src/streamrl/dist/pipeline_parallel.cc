@@ -28,7 +28,8 @@ int tag(int micro_batch, int virtual_stage, int virtual_stages, bool gradient) {
 PipelineLayout::PipelineLayout(int world, int pp, int rank) : world(world), pp(pp), rank(rank) {
   if (pp < 1 || world % pp != 0) {
     throw InputError("parallel.pp = " + std::to_string(pp) + " must be >= 1 and divide the " +
-                     std::to_string(world) + " ranks");
+                     std::to_string(world) +
+                     " ranks (run under streamrl launch --nproc N, N a multiple of pp)");
   }
 }
 
