@@ -188,11 +188,7 @@ json run_pipeline_pp2_worker(const BenchOptions& options, const std::string& out
       pipeline::partition_layers(std::vector<double>(mc.num_hidden_layers, 1.0), pp, 1);
   dist::PipelineStage stage(lm, world, pp, partition);
   planner::PipelineEmulator emulator;
-  pipeline::TokenCost token_cost;
-  for (const auto& l : profile.layers) {
-    token_cost.per_token += l.forward_per_token_s + l.backward_per_token_s;
-    token_cost.per_token_sq += l.forward_per_token_sq_s + l.backward_per_token_sq_s;
-  }
+  const pipeline::TokenCost token_cost = profile.token_cost();
 
   const int rounds_n = options.quick ? 2 : 7, problems = options.quick ? 16 : 48;
   // The static baseline's fixed count, tuned to this workload: 8P micro-batches (6 sequences

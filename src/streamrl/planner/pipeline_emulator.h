@@ -37,6 +37,16 @@ struct PipelineProfile {
   double boundary_bytes_per_token = 0;       // activation (or gradient) sent to the next stage
   double link_bytes_per_s = 12.5e9;          // measured point-to-point bandwidth
   double link_latency_s = 20e-6;             // per message
+
+  // A sequence's forward + backward cost through every layer: what a token-balanced split evens.
+  pipeline::TokenCost token_cost() const {
+    pipeline::TokenCost c{0, 0};
+    for (const auto& l : layers) {
+      c.per_token += l.forward_per_token_s + l.backward_per_token_s;
+      c.per_token_sq += l.forward_per_token_sq_s + l.backward_per_token_sq_s;
+    }
+    return c;
+  }
 };
 
 // Op costs of `micro_batches` on `partition`. Throws InputError when the profile's layer count

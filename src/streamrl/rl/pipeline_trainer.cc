@@ -95,10 +95,7 @@ PipelineStepStats PipelineTrainer::forward_backward(
           emulator_.run(schedule, planner::pipeline_op_costs(profile_, partition_, mbs)).step_s;
     } else {
       planner::PipelinePlanOptions o;
-      for (const auto& l : profile_.layers) {
-        o.token_cost.per_token += l.forward_per_token_s + l.backward_per_token_s;
-        o.token_cost.per_token_sq += l.forward_per_token_sq_s + l.backward_per_token_sq_s;
-      }
+      o.token_cost = profile_.token_cost();
       o.target_tokens = micro_batch_tokens_;
       o.padded = true;  // StageBatch rows are padded to the micro-batch's longest
       o.static_micro_batches = count;

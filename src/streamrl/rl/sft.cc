@@ -145,6 +145,24 @@ struct Demos {
     targets.push_back(std::move(target.ids));
     trained.push_back(std::move(target.trained));
   }
+
+  int64_t length(size_t i) const {
+    return static_cast<int64_t>(prompts[i].size() + targets[i].size());
+  }
+
+  // Demonstrations `indices` (offset by `first`) as one padded batch.
+  template <class Index>
+  SequenceBatch batch(const std::vector<Index>& indices, size_t first = 0) const {
+    std::vector<std::vector<int32_t>> mp, mc;
+    std::vector<const std::vector<uint8_t>*> mt;
+    for (Index i : indices) {
+      const size_t k = first + static_cast<size_t>(i);
+      mp.push_back(prompts[k]);
+      mc.push_back(targets[k]);
+      mt.push_back(&trained[k]);
+    }
+    return make_sequence_batch(mp, mc, mt);
+  }
 };
 
 // Packs demonstrations into micro-batches of at most `budget` tokens and calls fn(batch, indices)
@@ -152,19 +170,8 @@ struct Demos {
 template <class Fn>
 void for_each_micro_batch(const Demos& demos, int budget, Fn&& fn) {
   std::vector<int64_t> lengths;
-  for (size_t i = 0; i < demos.prompts.size(); ++i) {
-    lengths.push_back(static_cast<int64_t>(demos.prompts[i].size() + demos.targets[i].size()));
-  }
-  for (const auto& micro : pack_by_token_budget(lengths, budget)) {
-    std::vector<std::vector<int32_t>> mp, mc;
-    std::vector<const std::vector<uint8_t>*> mt;
-    for (size_t i : micro) {
-      mp.push_back(demos.prompts[i]);
-      mc.push_back(demos.targets[i]);
-      mt.push_back(&demos.trained[i]);
-    }
-    fn(make_sequence_batch(mp, mc, mt), micro);
-  }
+  for (size_t i = 0; i < demos.prompts.size(); ++i) lengths.push_back(demos.length(i));
+  for (const auto& micro : pack_by_token_budget(lengths, budget)) fn(demos.batch(micro), micro);
 }
 
 }  // namespace
@@ -296,21 +303,12 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
       const double total = static_cast<double>(std::max<int64_t>(1, total_tokens));
       const auto [first, end] = pipe->replica_rows(static_cast<int64_t>(demos.prompts.size()));
       std::vector<int64_t> lengths;
-      for (int64_t i = first; i < end; ++i) {
-        lengths.push_back(static_cast<int64_t>(demos.prompts[i].size() + demos.targets[i].size()));
-      }
+      for (int64_t i = first; i < end; ++i) lengths.push_back(demos.length(static_cast<size_t>(i)));
       std::vector<SequenceBatch> micro;
       pipe_stats = pipe->forward_backward(
           lengths,
           [&](const std::vector<int>& samples) {
-            std::vector<std::vector<int32_t>> mp, mc;
-            std::vector<const std::vector<uint8_t>*> mt;
-            for (int i : samples) {
-              mp.push_back(demos.prompts[first + i]);
-              mc.push_back(demos.targets[first + i]);
-              mt.push_back(&demos.trained[first + i]);
-            }
-            micro.push_back(make_sequence_batch(mp, mc, mt));
+            micro.push_back(demos.batch(samples, static_cast<size_t>(first)));
             return dist::StageBatch{micro.back().tokens, micro.back().valid};
           },
           [&](int index, const model::ScoreOutput& out) {
