@@ -4,6 +4,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include "streamrl/core/errors.h"
 #include "streamrl/dist/launcher.h"
@@ -12,6 +14,21 @@ namespace streamrl::bench {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
+
+namespace {
+
+std::string last_lines(const fs::path& file, size_t n) {
+  std::ifstream f(file);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(f, line);) lines.push_back(line);
+  std::string out;
+  for (size_t i = lines.size() > n ? lines.size() - n : 0; i < lines.size(); ++i) {
+    out += lines[i] + "\n";
+  }
+  return out;
+}
+
+}  // namespace
 
 json launch_bench_ranks(const std::string& bench, int nproc, const char* worker_env,
                         const BenchOptions& options) {
@@ -31,8 +48,10 @@ json launch_bench_ranks(const std::string& bench, int nproc, const char* worker_
   std::ifstream f(out);
   const json j = json::parse(f, nullptr, false);
   if (rc != 0 || !j.is_object()) {
+    // The ranks' last words go into the error too: CI keeps only what the command printed.
     throw RuntimeFailure("bench " + bench + ": the ranks failed (exit " + std::to_string(rc) +
-                         "); their output is in " + lo.log_file);
+                         "); their output is in " + lo.log_file + "; it ends:\n" +
+                         last_lines(lo.log_file, 20));
   }
   fs::remove_all(root);
   return j;

@@ -181,8 +181,10 @@ json run_pipeline_pp2_worker(const BenchOptions& options, const std::string& out
     l.backward_per_token_s = sums[2] / pp, l.backward_per_token_sq_s = sums[3] / pp;
     profile.layers.assign(profile.layers.size(), l);
   }
+  // Each rank times the link on its own clock: averaged too, or the ranks' plans could differ.
   const auto [latency, bandwidth] = measure_link(world);
-  profile.link_latency_s = latency, profile.link_bytes_per_s = bandwidth;
+  const std::vector<double> link = world.all_reduce_sum({latency, bandwidth});
+  profile.link_latency_s = link[0] / pp, profile.link_bytes_per_s = link[1] / pp;
 
   const pipeline::Partition partition =
       pipeline::partition_layers(std::vector<double>(mc.num_hidden_layers, 1.0), pp, 1);

@@ -147,6 +147,30 @@ TEST(PpWorker, MissingPeerTimesOut) {
   }
 }
 
+// Stages that planned differently (here: stage 1 splits the batch in three, stage 0 in two) fail
+// with one line on both ranks before any tensor moves, instead of Gloo aborting on a short recv.
+TEST(PpWorker, StagesWithDifferentSchedulesFailLoudly) {
+  REQUIRE_WORKER();
+  torch::set_num_threads(1);
+  ProcessGroup world(process_group_options_from_env(std::chrono::seconds(30)));
+  model::CausalLM lm = four_layers(3);
+  PipelineStage stage(lm, world, 2, pipeline::partition_by_count(4, 2, 1));
+  auto [tokens, valid] = pp_batch();
+  const int m = world.rank() == 0 ? 2 : 3;
+  std::vector<StageBatch> batches;
+  for (int i = 0; i < m; ++i) {
+    batches.push_back({tokens.narrow(0, i * 2, 2), valid.narrow(0, i * 2, 2)});
+  }
+  try {
+    stage.run(pipeline::one_f_one_b(2, m), batches,
+              [](int, const model::ScoreOutput& s) { return -s.logprobs.sum(); });
+    ADD_FAILURE() << "stages with different schedules ran";
+  } catch (const RuntimeFailure& e) {
+    std::printf("mismatch: %s\n", e.what());
+  }
+  world.barrier();
+}
+
 TEST(PipelineParallel, LayoutAndBadPartitions) {
   EXPECT_THROW(PipelineLayout(4, 3, 0), InputError);
   const PipelineLayout l(4, 2, 3);
@@ -197,6 +221,15 @@ TEST(Launch, PipelineRecvFromASilentPeerTimesOut) {
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("[rank 1] recv timed out: "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("recv from rank 0 (tag 99)"), std::string::npos) << r.output;
+}
+
+TEST(Launch, PipelineStagesWithDifferentSchedulesFailLoudly) {
+  auto r = launch_workers("PpWorker.StagesWithDifferentSchedulesFailLoudly", 2, 60);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  for (const char* rank : {"[rank 0] mismatch: ", "[rank 1] mismatch: "}) {
+    EXPECT_NE(r.output.find(rank), std::string::npos) << r.output;
+  }
+  EXPECT_NE(r.output.find("was given another schedule"), std::string::npos) << r.output;
 }
 
 }  // namespace

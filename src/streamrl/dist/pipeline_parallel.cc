@@ -23,6 +23,28 @@ int tag(int micro_batch, int virtual_stage, int virtual_stages, bool gradient) {
   return 2 * (micro_batch * virtual_stages + virtual_stage) + (gradient ? 1 : 0);
 }
 
+// What a replica's stages must agree on before exchanging tensors: the whole schedule and every
+// micro-batch's shape (FNV-1a, cut to 48 bits so a double carries it exactly). Stages that planned
+// from different inputs would otherwise post receives of the wrong size, which Gloo answers by
+// aborting the process.
+uint64_t fingerprint(const pipeline::Schedule& schedule, const std::vector<StageBatch>& batches) {
+  uint64_t h = 1469598103934665603ull;
+  const auto mix = [&](int64_t v) {
+    for (int i = 0; i < 8; ++i) {
+      h ^= static_cast<uint64_t>(v >> (8 * i)) & 0xff;
+      h *= 1099511628211ull;
+    }
+  };
+  mix(schedule.stages), mix(schedule.chunks), mix(schedule.micro_batches);
+  for (const auto& ops : schedule.ops) {
+    mix(static_cast<int64_t>(ops.size()));
+    for (const pipeline::Op& op : ops)
+      mix(static_cast<int>(op.kind)), mix(op.micro_batch), mix(op.chunk);
+  }
+  for (const StageBatch& b : batches) mix(b.tokens.size(0)), mix(b.tokens.size(1));
+  return h & ((uint64_t{1} << 48) - 1);
+}
+
 }  // namespace
 
 PipelineLayout::PipelineLayout(int world, int pp, int rank) : world(world), pp(pp), rank(rank) {
@@ -52,6 +74,21 @@ PipelineStage::PipelineStage(model::CausalLM& model, ProcessGroup& world, int pp
   }
 }
 
+void PipelineStage::check_agreement(const pipeline::Schedule& schedule,
+                                    const std::vector<StageBatch>& batches) {
+  std::vector<double> prints(world_.world_size(), 0.0);
+  prints[layout_.rank] = static_cast<double>(fingerprint(schedule, batches));
+  prints = world_.all_reduce_sum(prints);
+  for (int s = 0; s < layout_.pp; ++s) {
+    if (prints[layout_.rank_of_stage(s)] != prints[layout_.rank]) {
+      throw RuntimeFailure("pipeline stage " + std::to_string(layout_.stage()) + " of replica " +
+                           std::to_string(layout_.dp_rank()) + ": stage " + std::to_string(s) +
+                           " was given another schedule or other micro-batch shapes (every stage "
+                           "of a replica must plan from the same lengths and profile)");
+    }
+  }
+}
+
 PipelineRunStats PipelineStage::run(const pipeline::Schedule& schedule,
                                     const std::vector<StageBatch>& batches, const StageLoss& loss,
                                     const model::ScoreOptions& options) {
@@ -63,6 +100,7 @@ PipelineRunStats PipelineStage::run(const pipeline::Schedule& schedule,
                      std::to_string(partition_.stages) + "x" + std::to_string(partition_.chunks) +
                      " stages and " + std::to_string(batches.size()) + " batches");
   }
+  check_agreement(schedule, batches);
   const int stage = layout_.stage();
   const int vs = schedule.virtual_stages();
   const int64_t hidden = model_->config().hidden_size;

@@ -64,8 +64,9 @@ class PipelineStage {
 
   // Runs this stage's ops of `schedule` over `batches` (the same on every stage of a replica),
   // accumulating gradients into the parameters of the layers it holds. InputError when the
-  // schedule does not match the partition or the batch count; RuntimeFailure/TimeoutError when a
-  // peer fails.
+  // schedule does not match the partition or the batch count; RuntimeFailure when another stage of
+  // the replica was given a different schedule or batch shapes (checked with one all-reduce before
+  // any tensor moves) or a peer fails; TimeoutError when a peer does not answer.
   // `options` go to the last stage's scoring (e.g. the sampling temperature).
   PipelineRunStats run(const pipeline::Schedule& schedule, const std::vector<StageBatch>& batches,
                        const StageLoss& loss, const model::ScoreOptions& options = {});
@@ -75,6 +76,8 @@ class PipelineStage {
   void all_reduce_gradients();
 
  private:
+  void check_agreement(const pipeline::Schedule& schedule, const std::vector<StageBatch>& batches);
+
   model::CausalLM& model_;
   ProcessGroup& world_;
   PipelineLayout layout_;
