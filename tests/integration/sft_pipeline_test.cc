@@ -1,6 +1,7 @@
 // `streamrl sft` under `streamrl launch`: pipeline stages (parallel.pp) with the per-batch
 // dynamic schedule or static 1F1B, and data-parallel replicas of them, follow the loss and
-// gradient-norm curve of one process step for step, and only rank 0 writes the run.
+// gradient-norm curve of one process step for step, expert parallelism (parallel.ep) that of the
+// same ranks without it, and only rank 0 writes the run.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -23,20 +24,32 @@ std::vector<nlohmann::json> metrics(const std::string& run_dir) {
   return out;
 }
 
-void expect_same_curve(const std::string& dir, const std::string& name, int ranks,
-                       const std::vector<std::string>& extra, const std::string& schedule) {
+void run_ranks(const std::string& dir, const std::string& name, int ranks,
+               const std::vector<std::string>& extra) {
   std::vector<std::string> args = {
       "launch",   "--nproc",         std::to_string(ranks), "--timeout",        "120", "--", "sft",
       "--config", dir + "/sft.yaml", "run.name=" + name,    "train.log_every=1"};
   args.insert(args.end(), extra.begin(), extra.end());
   auto r = run_streamrl(args, 180);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const auto one = metrics(dir + "/runs/one"), piped = metrics(dir + "/runs/" + name);
+}
+
+// Runs `name` on `ranks` ranks and checks that its loss and gradient norm follow run `baseline`
+// step for step (and, with `schedule`, that each step ran that pipeline schedule).
+void expect_same_curve(const std::string& dir, const std::string& name, int ranks,
+                       const std::vector<std::string>& extra, const std::string& schedule,
+                       const std::string& baseline = "one") {
+  ASSERT_NO_FATAL_FAILURE(run_ranks(dir, name, ranks, extra));
+  const auto one = metrics(dir + "/runs/" + baseline), piped = metrics(dir + "/runs/" + name);
   ASSERT_EQ(piped.size(), one.size()) << "rank 0 alone writes the metrics";
   for (size_t i = 0; i < one.size(); ++i) {
-    EXPECT_NEAR(piped[i]["loss"].get<double>(), one[i]["loss"].get<double>(), 1e-5) << i;
+    for (const char* key : {"loss", "final_eval_loss"}) {
+      if (!one[i].contains(key)) continue;
+      EXPECT_NEAR(piped[i][key].get<double>(), one[i][key].get<double>(), 1e-5) << key << i;
+    }
+    if (!one[i].contains("grad_norm")) continue;
     EXPECT_NEAR(piped[i]["grad_norm"].get<double>(), one[i]["grad_norm"].get<double>(), 1e-4) << i;
-    EXPECT_EQ(piped[i]["pipeline"]["schedule"], schedule) << piped[i].dump();
+    if (!schedule.empty()) EXPECT_EQ(piped[i]["pipeline"]["schedule"], schedule) << piped[i].dump();
   }
   EXPECT_TRUE(fs::exists(dir + "/runs/" + name + "/final/model.safetensors"));
 }
@@ -51,6 +64,26 @@ TEST(SftPipeline, StagesAndReplicasFollowOneProcess) {
   expect_same_curve(dir, "pp2_static", 2,
                     {"train.steps=4", "parallel.pp=2", "parallel.pp_schedule=1f1b"}, "1f1b");
   expect_same_curve(dir, "dp2_pp2", 4, {"train.steps=4", "parallel.pp=2"}, "dynamic");
+}
+
+// Expert parallelism: EP = 2 on 2 ranks and DP = 2 x EP = 2 on 4 follow the same ranks without
+// it step for step, router losses included, and the experts gathered into the final model score
+// the held-out set alike.
+TEST(SftExpertParallel, ShardedExpertsFollowTheSameRanksWithoutThem) {
+  const std::string dir = testing_util::fresh_temp_dir("sft_expert_parallel");
+  std::ofstream(dir + "/sft.yaml")
+      << "run: {dir: " << dir << "/runs, name: sft, threads: 1}\n"
+      << "model: {config: " << STREAMRL_TEST_DATA_DIR << "/tiny_moe.json,\n"
+      << "        moe: {aux_loss_coef: 0.01, z_loss_coef: 0.001}}\n"
+      << "train: {steps: 3, batch_size: 8, micro_batch_tokens: 96, optim: {lr: 0.003}}\n"
+      << "eval: {n: 0, loss_n: 8}\ncheckpoint: {every: 0}\n";
+  ASSERT_NO_FATAL_FAILURE(run_ranks(dir, "dp2", 2, {}));
+  const auto dp2 = metrics(dir + "/runs/dp2");
+  ASSERT_FALSE(dp2.empty());
+  EXPECT_TRUE(dp2[0].contains("moe")) << "router losses and stats under data parallelism";
+  expect_same_curve(dir, "ep2", 2, {"parallel.ep=2"}, "", "dp2");
+  ASSERT_NO_FATAL_FAILURE(run_ranks(dir, "dp4", 4, {}));
+  expect_same_curve(dir, "dp2_ep2", 4, {"parallel.ep=2"}, "", "dp4");
 }
 
 TEST(SftPipeline, BadParallelConfigIsOneLine) {
@@ -71,6 +104,16 @@ TEST(SftPipeline, BadParallelConfigIsOneLine) {
                    90);
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("parallel.pp = 2 must be >= 1 and divide the 3 ranks"), std::string::npos)
+      << r.output;
+  // Expert parallelism needs an MoE model and ranks to put the experts on.
+  r = run_streamrl({"sft", "--config", dir + "/sft.yaml", "parallel.ep=2"});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("parallel.ep needs an MoE model"), std::string::npos) << r.output;
+  r = run_streamrl({"sft", "--config", dir + "/sft.yaml", "parallel.ep=2",
+                    std::string("model.config=") + STREAMRL_TEST_DATA_DIR + "/tiny_moe.json"});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("parallel.ep = 2 does not divide the 1 ranks (run under streamrl launch"),
+            std::string::npos)
       << r.output;
 }
 

@@ -64,7 +64,8 @@ ParallelLayout::ParallelLayout(int world_size, int ep_size, int r)
     : world(world_size), ep(ep_size), rank(r) {
   if (ep < 1 || world < 1 || world % ep != 0) {
     throw InputError("parallel.ep = " + std::to_string(ep) + " does not divide the " +
-                     std::to_string(world) + " trainer ranks");
+                     std::to_string(world) +
+                     " ranks (run under streamrl launch --nproc N, N a multiple of ep)");
   }
 }
 
@@ -117,6 +118,32 @@ void ExpertDataParallel::all_reduce_gradients(
     const torch::OrderedDict<std::string, Tensor>& parameters, int64_t chunk_bytes, bool shared) {
   if (shared) dist::all_reduce_gradients(world_, select(parameters, false), chunk_bytes);
   dist::all_reduce_gradients(*replicas_, select(parameters, true), chunk_bytes);
+}
+
+void ExpertDataParallel::gather_model(torch::nn::Module& sharded, torch::nn::Module& whole) {
+  torch::NoGradGuard no_grad;
+  const auto mine = sharded.named_parameters();
+  std::vector<Tensor> experts, targets;
+  for (auto& p : whole.named_parameters()) {
+    const Tensor* local = mine.find(p.key());
+    if (!model::is_expert_parameter(p.key())) {
+      if (local == nullptr) {
+        throw RuntimeFailure("gather_model: the sharded model has no parameter " + p.key());
+      }
+      p.value().copy_(*local);
+      continue;
+    }
+    // The holder contributes its expert, every other rank zeros: the sum is the expert exactly.
+    experts.push_back(local != nullptr ? local->detach().to(torch::kCPU, torch::kFloat32).clone()
+                                       : torch::zeros(p.value().sizes(), torch::kFloat32));
+    targets.push_back(p.value());
+  }
+  experts_->group().all_reduce_sum(experts);
+  for (size_t i = 0; i < targets.size(); ++i) targets[i].copy_(experts[i]);
+}
+
+double ExpertDataParallel::sum_over_expert_group(double value) {
+  return experts_->group().all_reduce_sum(std::vector<double>{value})[0];
 }
 
 std::unique_ptr<BackwardComm> ExpertDataParallel::backward_comm(

@@ -64,6 +64,12 @@ class ExpertDataParallel {
   // `shared` false: only the expert parameters (a BackwardComm reduces the shared ones).
   void all_reduce_gradients(const torch::OrderedDict<std::string, torch::Tensor>& parameters,
                             int64_t chunk_bytes = 0, bool shared = true);
+  // Copies `sharded` (this rank's model: the shared parameters and its slice of the experts) into
+  // `whole` (the same model unsharded), each expert from the rank of the expert group that holds
+  // it. A collective over the expert group: for checkpoints and evaluation.
+  void gather_model(torch::nn::Module& sharded, torch::nn::Module& whole);
+  // `value` summed over the expert group (e.g. the squared norm of its experts' gradients).
+  double sum_over_expert_group(double value);
   // A BackwardComm over the world for the shared parameters of `parameters`, reported to by this
   // group's exchanges for as long as it lives.
   std::unique_ptr<BackwardComm> backward_comm(

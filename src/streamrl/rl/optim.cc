@@ -3,6 +3,8 @@
 #include <cmath>
 #include <numbers>
 
+#include "streamrl/model/moe.h"
+
 namespace streamrl::rl {
 
 void OptimConfig::read(const core::Config& c) {
@@ -61,15 +63,19 @@ void set_lr(torch::optim::Optimizer& optimizer, double lr) {
   }
 }
 
-double clip_grad_norm(torch::nn::Module& model, double max_norm) {
+double clip_grad_norm(torch::nn::Module& model, double max_norm,
+                      const std::function<double(double)>& experts_sq) {
   torch::NoGradGuard no_grad;
-  double sq = 0;
+  double sq = 0, expert_sq = 0;
   std::vector<torch::Tensor> grads;
-  for (auto& p : model.parameters()) {
-    if (!p.grad().defined()) continue;
-    grads.push_back(p.grad());
-    sq += p.grad().pow(2).sum().item<double>();
+  for (auto& p : model.named_parameters()) {
+    const torch::Tensor& g = p.value().grad();
+    if (!g.defined()) continue;
+    grads.push_back(g);
+    const double v = g.pow(2).sum().item<double>();
+    (experts_sq && model::is_expert_parameter(p.key()) ? expert_sq : sq) += v;
   }
+  if (experts_sq) sq += experts_sq(expert_sq);
   const double norm = std::sqrt(sq);
   if (!std::isfinite(norm) || max_norm <= 0 || norm <= max_norm) return norm;
   const double scale = max_norm / (norm + 1e-6);

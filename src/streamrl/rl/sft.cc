@@ -1,5 +1,6 @@
 #include "streamrl/rl/sft.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -12,6 +13,7 @@
 #include "streamrl/core/fs.h"
 #include "streamrl/core/log.h"
 #include "streamrl/core/threads.h"
+#include "streamrl/dist/expert_parallel.h"
 #include "streamrl/model/checkpoint.h"
 #include "streamrl/model/safetensors.h"
 #include "streamrl/rl/moe_curriculum.h"
@@ -51,6 +53,7 @@ SftConfig SftConfig::from_config(const core::Config& root) {
   c.checkpoint.read(root.section("checkpoint"));
   c.parallel.read(root.section("parallel"));
   root.section("parallel").get("timeout_s", c.parallel_timeout_s);
+  root.section("parallel").get("ep", c.parallel_ep);
   root.check_all_used();
   if (c.steps < 1) throw InputError("train.steps must be >= 1");
   if (c.batch_size < 1) throw InputError("train.batch_size must be >= 1");
@@ -58,6 +61,10 @@ SftConfig SftConfig::from_config(const core::Config& root) {
   if (c.epoch_size < 0) throw InputError("train.epoch_size must be >= 0");
   if (c.eval_loss_n < 0) throw InputError("eval.loss_n must be >= 0");
   if (!(c.parallel_timeout_s > 0)) throw InputError("parallel.timeout_s must be > 0");
+  if (c.parallel_ep < 1) throw InputError("parallel.ep must be >= 1");
+  if (c.parallel_ep > 1 && c.parallel.pp > 1) {
+    throw InputError("parallel.ep and parallel.pp cannot be combined (MoE models use ep)");
+  }
   if (c.moe_curriculum && c.epoch_size == 0) {
     throw InputError("train.moe_curriculum needs epochs: set train.epoch_size > 0");
   }
@@ -174,6 +181,40 @@ void for_each_micro_batch(const Demos& demos, int budget, Fn&& fn) {
   for (const auto& micro : pack_by_token_budget(lengths, budget)) fn(demos.batch(micro), micro);
 }
 
+// Data parallelism: this rank's share of the rows ([r * n / N, (r + 1) * n / N)), packed as
+// for_each_micro_batch packs. Under expert parallelism every layer's all-to-all is a collective, so
+// each rank runs as many micro-batches as the rank with the most: the extra ones are a row whose
+// completion mask is cleared (weight 0: they move tokens, not gradients), given no indices.
+template <class Fn>
+void train_rank_share(const Demos& demos, dist::ProcessGroup& world, int budget, bool equal_count,
+                      Fn&& fn) {
+  const size_t n = demos.prompts.size(), ranks = static_cast<size_t>(world.world_size());
+  const size_t rank = static_cast<size_t>(world.rank());
+  const size_t first = rank * n / ranks, end = (rank + 1) * n / ranks;
+  std::vector<int64_t> lengths;
+  for (size_t i = first; i < end; ++i) lengths.push_back(demos.length(i));
+  const std::vector<std::vector<size_t>> packs = pack_by_token_budget(lengths, budget);
+  size_t count = packs.size();
+  if (equal_count) {  // agreed before any micro-batch runs: each one holds all-to-alls
+    std::vector<double> counts(ranks, 0.0);
+    counts[rank] = static_cast<double>(packs.size());
+    counts = world.all_reduce_sum(counts);
+    count = static_cast<size_t>(*std::max_element(counts.begin(), counts.end()));
+  }
+  for (size_t k = 0; k < count; ++k) {
+    if (k < packs.size()) {
+      std::vector<size_t> rows;
+      for (size_t i : packs[k]) rows.push_back(first + i);
+      fn(demos.batch(packs[k], first), rows);
+      continue;
+    }
+    SequenceBatch idle = demos.batch(std::vector<size_t>{0}, first);
+    idle.completion.zero_();
+    idle.num_completion_tokens = 0;
+    fn(idle, std::vector<size_t>{});
+  }
+}
+
 }  // namespace
 
 double heldout_loss(model::CausalLM& model, const PromptEncoder& encoder, const tasks::Task& task,
@@ -222,17 +263,48 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
   model->set_gating(c.moe.gating);
   place_trained_model(model, c.run, c.dtype);  // before the optimizer sees the parameters
 
-  // Several ranks (launch --nproc) or stages: the pipeline trainer, every rank with the whole
-  // model (same seed, same weights) and the same batches; rank 0 alone writes.
+  // Several ranks (launch --nproc): every rank starts from the same weights (same seed) and builds
+  // the same batches; rank 0 alone writes. With stages (parallel.pp), the pipeline trainer; else
+  // data parallelism, each rank on its share of the rows, with expert parallelism (parallel.ep)
+  // each rank keeping only its slice of the experts and `whole` gathering them to save and
+  // evaluate.
   std::unique_ptr<dist::ProcessGroup> world;
   std::unique_ptr<PipelineTrainer> pipe;
+  std::unique_ptr<dist::ExpertDataParallel> experts;
+  std::optional<model::CausalLM> whole;
   const auto pg = dist::process_group_options_from_env(
       std::chrono::milliseconds(static_cast<int64_t>(c.parallel_timeout_s * 1000)));
-  if (pg.world_size > 1 || c.parallel.pp > 1) {
-    world = std::make_unique<dist::ProcessGroup>(pg);
-    pipe = std::make_unique<PipelineTrainer>(model, *world, c.parallel, c.micro_batch_tokens,
-                                             flops_profile(model->config()));
+  if (c.parallel_ep > 1 && !model->config().is_moe()) {
+    throw InputError("parallel.ep needs an MoE model; " +
+                     (c.init_from.empty() ? c.model_config : c.init_from) + " is dense");
   }
+  if (pg.world_size > 1 || c.parallel.pp > 1 || c.parallel_ep > 1) {
+    world = std::make_unique<dist::ProcessGroup>(pg);
+    if (c.parallel.pp > 1) {
+      pipe = std::make_unique<PipelineTrainer>(model, *world, c.parallel, c.micro_batch_tokens,
+                                               flops_profile(model->config()));
+    }
+    if (c.moe_curriculum) {
+      throw InputError("train.moe_curriculum orders one process's data; run it without launch");
+    }
+    if (c.batch_size < world->world_size()) {
+      throw InputError("train.batch_size " + std::to_string(c.batch_size) +
+                       " is smaller than the " + std::to_string(world->world_size()) + " ranks");
+    }
+  }
+  if (c.parallel_ep > 1) {
+    experts = std::make_unique<dist::ExpertDataParallel>(*world, c.parallel_ep);
+    whole.emplace(model::CausalLM(model->config(), c.run.seed));
+    place_trained_model(*whole, c.run, c.dtype);
+    model::shard_experts(*model, experts->experts());  // before the optimizer sees the parameters
+  }
+  // The model that is saved and evaluated: under expert parallelism, gathered first (a collective:
+  // every rank calls it at the same points).
+  const auto saved_model = [&]() -> model::CausalLM& {
+    if (!whole) return model;
+    experts->gather_model(*model, **whole);
+    return *whole;
+  };
   const bool writer = !world || world->rank() == 0;
   const PromptEncoder encoder = PromptEncoder::for_task(*tok, c.init_from, task);
   auto optimizer = make_adamw(*model, c.optim);
@@ -247,6 +319,11 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
   // 2. Resume from the newest checkpoint of this run, if any.
   int64_t start_step = 0;
   double loss_value = 0, train_s = 0;
+  if (c.run.resume && experts && latest_checkpoint(run_dir)) {
+    throw InputError(run_dir.string() + " has checkpoints to resume, but with parallel.ep > 1 " +
+                     "each rank's optimizer holds only its experts' state, which checkpoints do " +
+                     "not keep yet: choose another run.name");
+  }
   if (c.run.resume) {
     if (auto ck = resume_training_checkpoint(run_dir, model, *optimizer)) {
       const nlohmann::json& state = ck->state;
@@ -265,8 +342,9 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
   std::optional<telemetry::MetricsLog> metrics;
   if (writer) metrics.emplace(run_dir / "metrics.jsonl", start_step);
 
+  // Expert parallelism writes only the final model (each rank holds its experts' optimizer state).
   auto checkpoint = [&](int64_t step) {
-    if (!writer) return;
+    if (!writer || experts) return;
     save_training_checkpoint(run_dir, step, model, tok->to_json(), *optimizer,
                              {{"step", step},
                               {"kind", "sft"},
@@ -317,30 +395,40 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
           });
       loss_value = pipe_stats.loss;
     } else {
-      for_each_micro_batch(
-          demos, c.micro_batch_tokens, [&](const SequenceBatch& batch, const auto& micro) {
-            auto out = model->score(batch.tokens, batch.valid);
-            const double total = static_cast<double>(std::max<int64_t>(1, total_tokens));
-            auto loss = -(out.logprobs * batch.completion.to(out.logprobs.device())).sum() / total;
-            if (out.moe) {
-              // The router losses are means over the micro-batch: weighted by its share of tokens.
-              loss = loss + c.moe.loss(out.moe) * (batch.num_completion_tokens / total);
+      const auto train_micro = [&](const SequenceBatch& batch, const std::vector<size_t>& micro) {
+        auto out = model->score(batch.tokens, batch.valid);
+        const double total = static_cast<double>(std::max<int64_t>(1, total_tokens));
+        auto loss = -(out.logprobs * batch.completion.to(out.logprobs.device())).sum() / total;
+        if (out.moe) {
+          // The router losses are means over the micro-batch: weighted by its share of tokens.
+          loss = loss + c.moe.loss(out.moe) * (batch.num_completion_tokens / total);
+        }
+        loss.backward();
+        loss_value += loss.item<double>();
+        if (out.moe && !micro.empty()) {
+          moe_stats.add(*out.moe, c.moe.aux_top1_only, batch.num_completion_tokens);
+          if (data.curriculum()) {
+            const torch::Tensor rows =
+                out.moe->two_expert_by_row.to(torch::kFloat64).cpu().contiguous();
+            const int64_t L = rows.size(1);
+            for (size_t b = 0; b < micro.size(); ++b) {
+              const double* r = rows.data_ptr<double>() + static_cast<int64_t>(b) * L;
+              data.observe(problems[micro[b]], RoutingProfile(r, r + L));
             }
-            loss.backward();
-            loss_value += loss.item<double>();
-            if (out.moe) {
-              moe_stats.add(*out.moe, c.moe.aux_top1_only, batch.num_completion_tokens);
-              if (data.curriculum()) {
-                const torch::Tensor rows =
-                    out.moe->two_expert_by_row.to(torch::kFloat64).cpu().contiguous();
-                const int64_t L = rows.size(1);
-                for (size_t b = 0; b < micro.size(); ++b) {
-                  const double* r = rows.data_ptr<double>() + static_cast<int64_t>(b) * L;
-                  data.observe(problems[micro[b]], RoutingProfile(r, r + L));
-                }
-              }
-            }
-          });
+          }
+        }
+      };
+      if (world) {
+        train_rank_share(demos, *world, c.micro_batch_tokens, experts != nullptr, train_micro);
+        loss_value = world->all_reduce_sum(std::vector<double>{loss_value})[0];
+        if (experts) {
+          experts->all_reduce_gradients(model->named_parameters());
+        } else {
+          dist::all_reduce_gradients(*world, model->parameters());
+        }
+      } else {
+        for_each_micro_batch(demos, c.micro_batch_tokens, train_micro);
+      }
     }
     if (!std::isfinite(loss_value)) {
       auto last = latest_checkpoint(run_dir);
@@ -348,7 +436,10 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
           "sft loss is " + std::to_string(loss_value) + " at step " + std::to_string(step) +
           "; last good checkpoint: " + (last ? last->dir.string() : std::string("none")));
     }
-    const double grad_norm = clip_grad_norm(*model, c.optim.grad_clip);
+    const double grad_norm =
+        experts ? clip_grad_norm(*model, c.optim.grad_clip,
+                                 [&](double sq) { return experts->sum_over_expert_group(sq); })
+                : clip_grad_norm(*model, c.optim.grad_clip);
     if (!std::isfinite(grad_norm)) {
       throw RuntimeFailure("sft gradient norm is not finite at step " + std::to_string(step));
     }
@@ -369,14 +460,15 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
     }
     if (c.eval_every > 0 && done % c.eval_every == 0 && done < c.steps) {
       torch::NoGradGuard no_grad;
+      model::CausalLM& m = saved_model();
       if (c.eval.n > 0) {
-        EvalResult er = evaluate(model, encoder, task, c.eval);
+        EvalResult er = evaluate(m, encoder, task, c.eval);
         last_eval_acc = er.accuracy;
         rec["eval"] = er.to_json();
       }
       if (c.eval_loss_n > 0) {
         rec["eval_loss"] =
-            heldout_loss(model, encoder, task, c.eval.seed, c.eval_loss_n, c.micro_batch_tokens);
+            heldout_loss(m, encoder, task, c.eval.seed, c.eval_loss_n, c.micro_batch_tokens);
       }
     }
     if (metrics && c.log_every > 0 && (done % c.log_every == 0 || done == c.steps)) {
@@ -394,8 +486,9 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
 
   // 4. Final checkpoint (also as <run>/final for a stable path) and held-out evaluation.
   checkpoint(c.steps);
+  model::CausalLM& final_model = saved_model();
   if (writer) {
-    model::save_checkpoint(run_dir / "final", model, tok->to_json(),
+    model::save_checkpoint(run_dir / "final", final_model, tok->to_json(),
                            model::checkpoint_side_files(c.init_from));
   }
   nlohmann::json result = {{"run_dir", run_dir.string()},
@@ -407,13 +500,13 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
   nlohmann::json final_rec = {{"step", c.steps}};
   if (c.eval.n > 0) {
     torch::NoGradGuard no_grad;
-    EvalResult er = evaluate(model, encoder, task, c.eval);
+    EvalResult er = evaluate(final_model, encoder, task, c.eval);
     result["eval"] = er.to_json();
     final_rec["final_eval"] = er.to_json();
   }
   if (c.eval_loss_n > 0) {
     const double loss =
-        heldout_loss(model, encoder, task, c.eval.seed, c.eval_loss_n, c.micro_batch_tokens);
+        heldout_loss(final_model, encoder, task, c.eval.seed, c.eval_loss_n, c.micro_batch_tokens);
     result["eval_loss"] = loss;
     final_rec["final_eval_loss"] = loss;
   }

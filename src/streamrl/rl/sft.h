@@ -48,6 +48,9 @@ struct SftConfig {
   // data-parallel replicas, each training on its share of every batch.
   PipelineConfig parallel;
   double parallel_timeout_s = 60;  // parallel.timeout_s: rendezvous and each send/recv bound
+  // parallel.ep (MoE models, pp = 1): expert parallelism; each group of ep ranks splits every MoE
+  // layer's experts and trades tokens by all-to-all (dist/expert_parallel.h).
+  int parallel_ep = 1;
 
   // Reads the `run`, `model`, `data`, `train`, `eval` and `checkpoint` sections and checks that no
   // unknown key is left. Throws InputError for bad values.
