@@ -33,27 +33,14 @@ using Clock = std::chrono::steady_clock;
 // distribution (its long tail) is the task's own.
 constexpr int64_t kLengthScale = 16;
 
-// Per-layer costs from FLOPs: a decoder layer's matmuls take 2 FLOPs per weight per token
-// forward, causal attention 2 * hidden * len^2 per sequence (QK^T and AV over half the square);
-// backward twice the forward; all at the accelerator's BF16 peak times the trainer's MFU.
-// Activations kept per token and layer: 34 * hidden bytes (Megatron's BF16 estimate without the
-// attention-score term, which flash attention does not store). The embedding and LM head are
-// left out, so the layers are uniform.
+// Per-layer costs from FLOPs at the accelerator's BF16 peak times the trainer's MFU
+// (planner::flops_pipeline_profile). The embedding and LM head are left out, so the layers are
+// uniform.
 planner::PipelineProfile qwen_like_profile(const planner::ModelShape& m,
                                            const planner::Accelerator& a, double mfu) {
-  const double h = m.hidden, head_dim = h / m.heads;
-  const double layer_params = 2 * h * h + 2 * h * m.kv_heads * head_dim + 3 * h * m.intermediate;
-  const double flops_per_s = a.bf16_tflops * 1e12 * mfu;
-  planner::PipelineLayerProfile layer;
-  layer.forward_per_token_s = 2 * layer_params / flops_per_s;
-  layer.forward_per_token_sq_s = 2 * h / flops_per_s;
-  layer.backward_per_token_s = 2 * layer.forward_per_token_s;
-  layer.backward_per_token_sq_s = 2 * layer.forward_per_token_sq_s;
-  layer.activation_bytes_per_token = 34 * h;
-  planner::PipelineProfile p;
-  p.layers.assign(m.layers, layer);
-  p.boundary_bytes_per_token = h * m.bytes_per_param;  // the hidden state (or its gradient)
-  p.link_bytes_per_s = a.nvlink_gb_s * 1e9 / 2;        // one direction of the NVLink figure
+  planner::PipelineProfile p =
+      planner::flops_pipeline_profile(m, a.bf16_tflops * 1e12 * mfu, /*lm_head=*/false);
+  p.link_bytes_per_s = a.nvlink_gb_s * 1e9 / 2;  // one direction of the NVLink figure
   p.link_latency_s = 20e-6;
   return p;
 }

@@ -50,6 +50,22 @@ class RlTrain : public testing::Test {
       << "eval: {every: 0, n: 6, max_new_tokens: 24}\n"
       << "checkpoint: {every: 2, keep: 2}\n";
   }
+  // `train` run `name` with a large update of two iterations (lr 1, eps 1) whose parameters several
+  // ranks must reproduce: `head` launches it, `extra` adds keys.
+  static std::vector<std::string> exact_update(std::vector<std::string> head,
+                                               const std::string& name,
+                                               const std::vector<std::string>& extra) {
+    for (const std::string& a :
+         {std::string("train"), std::string("--config"), dir_ + "/rl.yaml",
+          std::string("train.iterations=2"), std::string("train.micro_batch_tokens=64"),
+          std::string("train.optim.lr=1"), std::string("train.optim.eps=1"),
+          std::string("algo.entropy_coef=0.01"), std::string("eval.n=0"), std::string("--json")}) {
+      head.push_back(a);
+    }
+    head.insert(head.end(), extra.begin(), extra.end());
+    head.push_back("run.name=" + name);
+    return head;
+  }
   static std::string dir_;
 };
 std::string RlTrain::dir_;
@@ -238,25 +254,10 @@ TEST_F(RlTrain, DynamicSamplingKeepsTheSameUpdateInEveryMode) {
 // training half of the prompts with the gradients and the global count summed, take the step one
 // process takes on all of them (same tolerance setup as above).
 TEST_F(RlTrain, TwoTrainerRanksGiveTheSameParametersAsOne) {
-  const std::vector<std::string> args = {"train",
-                                         "--config",
-                                         dir_ + "/rl.yaml",
-                                         "mode=disagg",
-                                         "train.iterations=2",
-                                         "train.micro_batch_tokens=64",
-                                         "train.optim.lr=1",
-                                         "train.optim.eps=1",
-                                         "algo.entropy_coef=0.01",
-                                         "eval.n=0",
-                                         "--json"};
-  auto with = [&](std::vector<std::string> head, const std::string& name) {
-    head.insert(head.end(), args.begin(), args.end());
-    head.push_back("run.name=" + name);
-    return head;
-  };
-  auto one = run_streamrl(with({}, "dp1"));
+  const std::vector<std::string> launch2 = {"launch", "--nproc", "2", "--timeout", "240", "--"};
+  auto one = run_streamrl(exact_update({}, "dp1", {"mode=disagg"}));
   ASSERT_EQ(one.exit_code, 0) << one.output;
-  auto two = run_streamrl(with({"launch", "--nproc", "2", "--timeout", "240", "--"}, "dp2"));
+  auto two = run_streamrl(exact_update(launch2, "dp2", {"mode=disagg"}));
   ASSERT_EQ(two.exit_code, 0) << two.output;
   const fs::path runs = fs::path(dir_) / "runs";
   EXPECT_GT(max_abs_difference(runs / "sft/final/model.safetensors",
@@ -293,30 +294,14 @@ TEST_F(RlTrain, TwoTrainerRanksGiveTheSameParametersAsOne) {
 // replica's two stages train on the union through the pipeline schedule; in stream mode as in
 // disagg, the weights end where one process's do.
 TEST_F(RlTrain, PipelineStagesGiveTheSameParametersAsOne) {
-  const std::vector<std::string> args = {"train",
-                                         "--config",
-                                         dir_ + "/rl.yaml",
-                                         "train.iterations=2",
-                                         "train.micro_batch_tokens=64",
-                                         "train.optim.lr=1",
-                                         "train.optim.eps=1",
-                                         "algo.entropy_coef=0.01",
-                                         "eval.n=0",
-                                         "--json"};
-  auto with = [&](std::vector<std::string> head, const std::string& name,
-                  std::vector<std::string> extra) {
-    head.insert(head.end(), args.begin(), args.end());
-    head.insert(head.end(), extra.begin(), extra.end());
-    head.push_back("run.name=" + name);
-    return head;
-  };
-  auto one = run_streamrl(with({}, "pp_one", {"mode=disagg"}));
+  const std::vector<std::string> launch2 = {"launch", "--nproc", "2", "--timeout", "240", "--"};
+  auto one = run_streamrl(exact_update({}, "pp_one", {"mode=disagg"}));
   ASSERT_EQ(one.exit_code, 0) << one.output;
   const fs::path runs = fs::path(dir_) / "runs";
   for (const char* mode : {"disagg", "stream"}) {
     const std::string name = std::string("pp2_") + mode;
-    auto two = run_streamrl(with({"launch", "--nproc", "2", "--timeout", "240", "--"}, name,
-                                 {std::string("mode=") + mode, "parallel.pp=2"}));
+    auto two =
+        run_streamrl(exact_update(launch2, name, {std::string("mode=") + mode, "parallel.pp=2"}));
     ASSERT_EQ(two.exit_code, 0) << two.output;
     EXPECT_LT(max_abs_difference(runs / "pp_one/final/model.safetensors",
                                  runs / (name + "/final/model.safetensors")),
@@ -334,7 +319,7 @@ TEST_F(RlTrain, PipelineStagesGiveTheSameParametersAsOne) {
   EXPECT_GT(max_abs_difference(runs / "sft/final/model.safetensors",
                                runs / "pp_one/final/model.safetensors"),
             1e-4);
-  auto alone = run_streamrl(with({}, "pp_alone", {"parallel.pp=2"}));
+  auto alone = run_streamrl(exact_update({}, "pp_alone", {"parallel.pp=2"}));
   EXPECT_EQ(alone.exit_code, 2) << alone.output;
   EXPECT_NE(alone.output.find("needs its ranks: run under streamrl launch"), std::string::npos)
       << alone.output;

@@ -4,23 +4,24 @@
 
 namespace streamrl::planner {
 
+double ModelShape::layer_params() const {
+  const double h = hidden, q = heads * head_size(), kv = kv_heads * head_size();
+  return 2 * h * q + 2 * h * kv + 3 * h * intermediate;
+}
+
 double ModelShape::params() const {
-  const double h = hidden, head_dim = static_cast<double>(hidden) / heads;
-  const double attn = 2 * h * h + 2 * h * kv_heads * head_dim;
-  const double mlp = 3 * h * intermediate;
-  const double embed = static_cast<double>(vocab) * h * (tied_embeddings ? 1 : 2);
-  return layers * (attn + mlp) + embed;
+  const double embed = static_cast<double>(vocab) * hidden * (tied_embeddings ? 1 : 2);
+  return layers * layer_params() + embed;
 }
 
 double ModelShape::kv_bytes_per_token() const {
-  const double head_dim = static_cast<double>(hidden) / heads;
-  return 2.0 * layers * kv_heads * head_dim * bytes_per_param;
+  return 2.0 * layers * kv_heads * head_size() * bytes_per_param;
 }
 
 double ModelShape::forward_flops_per_token(double context) const {
   const double matmul = 2 * (params() - static_cast<double>(vocab) * hidden *
-                                            (tied_embeddings ? 0 : 1));  // lm_head counted once
-  const double attention = 4.0 * layers * hidden * context;              // QK^T and AV
+                                            (tied_embeddings ? 0 : 1));   // lm_head counted once
+  const double attention = 4.0 * layers * heads * head_size() * context;  // QK^T and AV
   return matmul + attention;
 }
 
@@ -46,6 +47,7 @@ ModelShape model_shape_from_hf(const nlohmann::json& c, const std::string& name)
     s.vocab = c.at("vocab_size").get<int>();
     s.tied_embeddings = c.value("tie_word_embeddings", false);
     s.bytes_per_param = c.value("torch_dtype", std::string("bfloat16")) == "float32" ? 4 : 2;
+    if (c.contains("head_dim") && !c["head_dim"].is_null()) s.head_dim = c["head_dim"].get<int>();
     if (s.layers <= 0 || s.hidden <= 0 || s.heads <= 0) throw InputError("non-positive sizes");
     return s;
   } catch (const nlohmann::json::exception& e) {

@@ -18,7 +18,11 @@ struct ModelShape {
   int vocab = 0;
   bool tied_embeddings = false;
   double bytes_per_param = 2;  // BF16 weights and KV cache
+  int head_dim = 0;            // 0: hidden / heads (Qwen3 and Gemma set their own)
 
+  double head_size() const { return head_dim > 0 ? head_dim : static_cast<double>(hidden) / heads; }
+  // One decoder layer's weights: Q, K, V, O projections and the gated MLP.
+  double layer_params() const;
   double params() const;
   double weight_bytes() const { return params() * bytes_per_param; }
   double kv_bytes_per_token() const;

@@ -15,6 +15,24 @@ using pipeline::OpCosts;
 using pipeline::OpKind;
 using pipeline::Schedule;
 
+PipelineProfile flops_pipeline_profile(const ModelShape& m, double flops_per_s, bool lm_head) {
+  PipelineLayerProfile layer;
+  layer.forward_per_token_s = 2 * m.layer_params() / flops_per_s;
+  layer.forward_per_token_sq_s = 2 * m.heads * m.head_size() / flops_per_s;
+  layer.backward_per_token_s = 2 * layer.forward_per_token_s;
+  layer.backward_per_token_sq_s = 2 * layer.forward_per_token_sq_s;
+  layer.activation_bytes_per_token = 34.0 * m.hidden;
+  PipelineProfile p;
+  p.layers.assign(static_cast<size_t>(m.layers), layer);
+  if (lm_head && !p.layers.empty()) {
+    const double head = 2.0 * m.hidden * m.vocab / flops_per_s;
+    p.layers.back().forward_per_token_s += head;
+    p.layers.back().backward_per_token_s += 2 * head;
+  }
+  p.boundary_bytes_per_token = m.hidden * m.bytes_per_param;
+  return p;
+}
+
 pipeline::OpCosts pipeline_op_costs(const PipelineProfile& profile,
                                     const pipeline::Partition& partition,
                                     const std::vector<pipeline::MicroBatch>& micro_batches) {

@@ -20,6 +20,7 @@
 #include "streamrl/pipeline/op_costs.h"
 #include "streamrl/pipeline/partition.h"
 #include "streamrl/pipeline/schedule.h"
+#include "streamrl/planner/model_shape.h"
 #include "streamrl/planner/trace.h"
 
 namespace streamrl::planner {
@@ -48,6 +49,13 @@ struct PipelineProfile {
     return c;
   }
 };
+
+// Per-layer costs of `m` from its FLOPs at `flops_per_s`: 2 FLOPs per weight per token forward,
+// causal attention 2 * q_dim * len^2 per sequence (QK^T and AV over half the square), backward
+// twice the forward; the LM head's matmul on the last layer when `lm_head`. Activations kept per
+// token and layer: 34 * hidden bytes (Megatron's estimate without the attention scores, which
+// flash attention does not store); the boundary is the hidden state. Link figures are the caller's.
+PipelineProfile flops_pipeline_profile(const ModelShape& m, double flops_per_s, bool lm_head);
 
 // Op costs of `micro_batches` on `partition`. Throws InputError when the profile's layer count
 // differs from the partition's or the link bandwidth is not positive.

@@ -24,25 +24,18 @@ void PipelineConfig::read(const core::Config& parallel) {
 }
 
 planner::PipelineProfile flops_profile(const model::ModelConfig& c) {
+  planner::ModelShape shape;
+  shape.layers = static_cast<int>(c.num_hidden_layers);
+  shape.hidden = static_cast<int>(c.hidden_size);
+  shape.heads = static_cast<int>(c.num_attention_heads);
+  shape.kv_heads = static_cast<int>(c.num_key_value_heads);
+  shape.head_dim = static_cast<int>(c.head_dim);
+  shape.intermediate = static_cast<int>(c.intermediate_size);
+  shape.vocab = static_cast<int>(c.vocab_size);
+  shape.bytes_per_param = 4;  // the trainer's float32 activations cross the boundary
   // A nominal 10 GFLOP/s: only the ratios between ops matter to the plan, and the link terms
-  // below are scaled to match (loopback Gloo moves ~1 GB/s with ~100 us per message).
-  constexpr double kFlopsPerS = 10e9;
-  const double h = static_cast<double>(c.hidden_size);
-  const double q = static_cast<double>(c.num_attention_heads * c.head_dim);
-  const double kv = static_cast<double>(c.num_key_value_heads * c.head_dim);
-  const double weights = h * (2 * q + 2 * kv) + 3 * h * static_cast<double>(c.intermediate_size);
-  planner::PipelineLayerProfile layer;
-  layer.forward_per_token_s = 2 * weights / kFlopsPerS;
-  layer.forward_per_token_sq_s = 2 * q / kFlopsPerS;  // QK^T and AV over half the square
-  layer.backward_per_token_s = 2 * layer.forward_per_token_s;
-  layer.backward_per_token_sq_s = 2 * layer.forward_per_token_sq_s;
-  layer.activation_bytes_per_token = 34 * h;
-  planner::PipelineProfile p;
-  p.layers.assign(static_cast<size_t>(c.num_hidden_layers), layer);
-  const double head = 2 * h * static_cast<double>(c.vocab_size) / kFlopsPerS;
-  p.layers.back().forward_per_token_s += head;
-  p.layers.back().backward_per_token_s += 2 * head;
-  p.boundary_bytes_per_token = 4 * h;
+  // are scaled to match (loopback Gloo moves ~1 GB/s with ~100 us per message).
+  planner::PipelineProfile p = planner::flops_pipeline_profile(shape, 10e9, /*lm_head=*/true);
   p.link_bytes_per_s = 1e9;
   p.link_latency_s = 100e-6;
   return p;
@@ -66,7 +59,19 @@ PipelineTrainer::PipelineTrainer(model::CausalLM& model, dist::ProcessGroup& wor
       micro_batch_tokens_(micro_batch_tokens),
       profile_(std::move(profile)),
       partition_(pipeline::partition_layers(layer_costs(profile_), config.pp, config.chunks)),
-      stage_(model, world, config.pp, partition_) {}
+      stage_(model, world, config.pp, partition_) {
+  const dist::PipelineLayout& l = layout();
+  if (l.dp() > 1) {
+    std::vector<int> ranks;
+    for (int s = 0; s < l.pp; ++s) ranks.push_back(l.rank_of_stage(s));
+    replica_ = world.subgroup(ranks, "pp-replica-" + std::to_string(l.dp_rank()));
+  }
+}
+
+std::vector<std::string> PipelineTrainer::gather_replica(const std::string& bytes) {
+  // With one replica the world is the replica, its ranks the stages in order.
+  return replica_ ? replica_->all_gather_bytes(bytes) : world_.all_gather_bytes(bytes);
+}
 
 std::pair<int64_t, int64_t> PipelineTrainer::replica_rows(int64_t n) const {
   const dist::PipelineLayout& l = layout();

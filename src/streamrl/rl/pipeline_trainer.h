@@ -9,6 +9,7 @@
 #include <torch/torch.h>
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,9 @@ class PipelineTrainer {
   const dist::PipelineLayout& layout() const { return stage_.layout(); }
   // This replica's rows [first, second) of a batch of n sequences.
   std::pair<int64_t, int64_t> replica_rows(int64_t n) const;
+  // `bytes` from every stage of this rank's replica, in stage order: a collective over the replica
+  // alone (its own group when there are several replicas).
+  std::vector<std::string> gather_replica(const std::string& bytes);
 
   // Forward and backward of this replica's sequences of `lengths` (tokens each) on this batch's
   // plan, then gradients summed over the world: every rank ends with the whole batch's gradient.
@@ -69,7 +73,8 @@ class PipelineTrainer {
   planner::PipelineProfile profile_;
   pipeline::Partition partition_;
   dist::PipelineStage stage_;
-  planner::PipelineEmulator emulator_;  // its memo serves every batch
+  std::unique_ptr<dist::ProcessGroup> replica_;  // this replica's stages; null with one replica
+  planner::PipelineEmulator emulator_;           // its memo serves every batch
 };
 
 }  // namespace streamrl::rl

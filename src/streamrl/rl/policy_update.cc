@@ -265,10 +265,9 @@ void PolicyStep::run_pipelined() {
   const auto t0 = Clock::now();
   const double cpu0 = core::thread_cpu_seconds();
   // The replica's stages train on the same samples: the union of what each of them added.
-  const std::vector<std::string> all = group_->all_gather_bytes(encode_samples(buffer_));
   std::vector<ScoredSample> samples;
-  for (int s = 0; s < pipeline_->layout().pp; ++s) {
-    std::vector<ScoredSample> part = decode_samples(all[pipeline_->layout().rank_of_stage(s)]);
+  for (const std::string& stage : pipeline_->gather_replica(encode_samples(buffer_))) {
+    std::vector<ScoredSample> part = decode_samples(stage);
     for (auto& x : part) samples.push_back(std::move(x));
   }
   buffer_.clear();
