@@ -1,6 +1,8 @@
 #include "streamrl/dist/expert_parallel.h"
 
 #include <cstdint>
+#include <sstream>
+#include <string>
 
 #include "streamrl/core/errors.h"
 #include "streamrl/dist/backward_comm.h"
@@ -120,26 +122,39 @@ void ExpertDataParallel::all_reduce_gradients(
   dist::all_reduce_gradients(*replicas_, select(parameters, true), chunk_bytes);
 }
 
-void ExpertDataParallel::gather_model(torch::nn::Module& sharded, torch::nn::Module& whole) {
+void ExpertDataParallel::gather_model(torch::nn::Module& sharded, torch::nn::Module* whole) {
+  if (layout_.dp_rank() != 0) return;
   torch::NoGradGuard no_grad;
-  const auto mine = sharded.named_parameters();
-  std::vector<Tensor> experts, targets;
-  for (auto& p : whole.named_parameters()) {
-    const Tensor* local = mine.find(p.key());
-    if (!model::is_expert_parameter(p.key())) {
-      if (local == nullptr) {
-        throw RuntimeFailure("gather_model: the sharded model has no parameter " + p.key());
-      }
-      p.value().copy_(*local);
-      continue;
-    }
-    // The holder contributes its expert, every other rank zeros: the sum is the expert exactly.
-    experts.push_back(local != nullptr ? local->detach().to(torch::kCPU, torch::kFloat32).clone()
-                                       : torch::zeros(p.value().sizes(), torch::kFloat32));
-    targets.push_back(p.value());
+  ProcessGroup& group = experts_->group();
+  // Each rank's expert parameters by name, in its own order; its tensors follow, tagged by index.
+  std::string names;
+  std::vector<Tensor> mine;
+  for (const auto& p : sharded.named_parameters()) {
+    if (!model::is_expert_parameter(p.key())) continue;
+    names += p.key() + '\n';
+    mine.push_back(p.value());
   }
-  experts_->group().all_reduce_sum(experts);
-  for (size_t i = 0; i < targets.size(); ++i) targets[i].copy_(experts[i]);
+  const std::vector<std::string> all = group.all_gather_bytes(names);
+  if (group.rank() != 0) {
+    for (size_t i = 0; i < mine.size(); ++i) group.send(mine[i], 0, static_cast<int>(i));
+    group.wait_sends();
+    return;
+  }
+  auto full = whole->named_parameters();
+  for (const auto& p : sharded.named_parameters()) {
+    Tensor* t = full.find(p.key());
+    if (t == nullptr) throw RuntimeFailure("gather_model: the whole model has no " + p.key());
+    t->copy_(p.value());
+  }
+  for (int r = 1; r < group.world_size(); ++r) {
+    std::istringstream in(all[static_cast<size_t>(r)]);
+    int tag = 0;
+    for (std::string name; std::getline(in, name); ++tag) {
+      Tensor* t = full.find(name);
+      if (t == nullptr) throw RuntimeFailure("gather_model: the whole model has no " + name);
+      t->copy_(group.recv(t->sizes(), t->options(), r, tag));
+    }
+  }
 }
 
 double ExpertDataParallel::sum_over_expert_group(double value) {

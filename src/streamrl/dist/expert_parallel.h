@@ -65,9 +65,10 @@ class ExpertDataParallel {
   void all_reduce_gradients(const torch::OrderedDict<std::string, torch::Tensor>& parameters,
                             int64_t chunk_bytes = 0, bool shared = true);
   // Copies `sharded` (this rank's model: the shared parameters and its slice of the experts) into
-  // `whole` (the same model unsharded), each expert from the rank of the expert group that holds
-  // it. A collective over the expert group: for checkpoints and evaluation.
-  void gather_model(torch::nn::Module& sharded, torch::nn::Module& whole);
+  // `whole` (the same model unsharded) on the world's rank 0, each expert sent by the rank of
+  // replica 0 that holds it, as a full state dict is gathered on rank 0 to save. Every rank calls
+  // it (`whole` is used on rank 0 only); the other replicas return at once.
+  void gather_model(torch::nn::Module& sharded, torch::nn::Module* whole);
   // `value` summed over the expert group (e.g. the squared norm of its experts' gradients).
   double sum_over_expert_group(double value);
   // A BackwardComm over the world for the shared parameters of `parameters`, reported to by this

@@ -292,20 +292,23 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
                        " is smaller than the " + std::to_string(world->world_size()) + " ranks");
     }
   }
+  const bool writer = !world || world->rank() == 0;
   if (c.parallel_ep > 1) {
     experts = std::make_unique<dist::ExpertDataParallel>(*world, c.parallel_ep);
-    whole.emplace(model::CausalLM(model->config(), c.run.seed));
-    place_trained_model(*whole, c.run, c.dtype);
+    if (writer) {
+      whole.emplace(model::CausalLM(model->config(), c.run.seed));
+      place_trained_model(*whole, c.run, c.dtype);
+    }
     model::shard_experts(*model, experts->experts());  // before the optimizer sees the parameters
   }
-  // The model that is saved and evaluated: under expert parallelism, gathered first (a collective:
-  // every rank calls it at the same points).
+  // Under expert parallelism rank 0 alone evaluates, on the whole model gathered for it (every
+  // rank calls saved_model() at the same points); otherwise every rank evaluates its own copy.
+  const bool evaluates = !experts || writer;
   const auto saved_model = [&]() -> model::CausalLM& {
-    if (!whole) return model;
-    experts->gather_model(*model, **whole);
-    return *whole;
+    if (!experts) return model;
+    experts->gather_model(*model, whole ? &**whole : nullptr);
+    return whole ? *whole : model;
   };
-  const bool writer = !world || world->rank() == 0;
   const PromptEncoder encoder = PromptEncoder::for_task(*tok, c.init_from, task);
   auto optimizer = make_adamw(*model, c.optim);
   const int64_t max_len = model->config().max_position_embeddings;
@@ -461,12 +464,12 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
     if (c.eval_every > 0 && done % c.eval_every == 0 && done < c.steps) {
       torch::NoGradGuard no_grad;
       model::CausalLM& m = saved_model();
-      if (c.eval.n > 0) {
+      if (evaluates && c.eval.n > 0) {
         EvalResult er = evaluate(m, encoder, task, c.eval);
         last_eval_acc = er.accuracy;
         rec["eval"] = er.to_json();
       }
-      if (c.eval_loss_n > 0) {
+      if (evaluates && c.eval_loss_n > 0) {
         rec["eval_loss"] =
             heldout_loss(m, encoder, task, c.eval.seed, c.eval_loss_n, c.micro_batch_tokens);
       }
@@ -498,13 +501,13 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
                            {"final_loss", loss_value},
                            {"train_seconds", train_s}};
   nlohmann::json final_rec = {{"step", c.steps}};
-  if (c.eval.n > 0) {
+  if (evaluates && c.eval.n > 0) {
     torch::NoGradGuard no_grad;
     EvalResult er = evaluate(final_model, encoder, task, c.eval);
     result["eval"] = er.to_json();
     final_rec["final_eval"] = er.to_json();
   }
-  if (c.eval_loss_n > 0) {
+  if (evaluates && c.eval_loss_n > 0) {
     const double loss =
         heldout_loss(final_model, encoder, task, c.eval.seed, c.eval_loss_n, c.micro_batch_tokens);
     result["eval_loss"] = loss;
