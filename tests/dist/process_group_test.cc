@@ -186,12 +186,31 @@ TEST(DpWorker, SilentPeerTimesOut) {
   _exit(3);  // a failing rank: the launcher must stop the silent one
 }
 
+// A subgroup with a longer timeout lets the ranks wait out one rank's long solo work (rank 0
+// evaluating) that the world's 2 s bound would fail.
+TEST(DpWorker, LongerTimeoutSubgroupOutlastsTheWorldsBound) {
+  REQUIRE_WORKER();
+  ProcessGroup world(process_group_options_from_env(std::chrono::seconds(2)));
+  auto slow = world.subgroup({0, 1}, "slow", std::chrono::seconds(30));
+  const auto start = Clock::now();
+  if (world.rank() == 0) std::this_thread::sleep_for(std::chrono::seconds(4));
+  slow->barrier();
+  std::printf("waited %.2f s in the slow group\n", core::seconds_since(start));
+  world.barrier();  // the world still works
+}
+
 TEST(Launch, DataParallelTwoRanksMatchOneRank) {
   auto r = launch_workers("DpWorker.DataParallelStepMatchesSingleProcess");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("[rank 0] dp2 vs dp1"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("[rank 1] dp2 vs dp1"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("SKIPPED ] DpWorker"), std::string::npos) << r.output;
+}
+
+TEST(Launch, LongerTimeoutSubgroupOutlastsTheWorldsBound) {
+  auto r = launch_workers("DpWorker.LongerTimeoutSubgroupOutlastsTheWorldsBound");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("[rank 1] waited "), std::string::npos) << r.output;
 }
 
 TEST(Launch, BytesTravelBetweenRanks) {

@@ -329,7 +329,8 @@ torch::Tensor ProcessGroup::all_to_all(const torch::Tensor& x, const std::vector
 }
 
 std::unique_ptr<ProcessGroup> ProcessGroup::subgroup(const std::vector<int>& ranks,
-                                                     const std::string& name) {
+                                                     const std::string& name,
+                                                     std::chrono::milliseconds timeout) {
   const auto me = std::find(ranks.begin(), ranks.end(), options_.rank);
   if (me == ranks.end() || !std::is_sorted(ranks.begin(), ranks.end()) ||
       ranks.back() >= options_.world_size) {
@@ -339,11 +340,17 @@ std::unique_ptr<ProcessGroup> ProcessGroup::subgroup(const std::vector<int>& ran
   ProcessGroupOptions o = options_;
   o.rank = static_cast<int>(me - ranks.begin());
   o.world_size = static_cast<int>(ranks.size());
+  if (timeout.count() > 0) o.timeout = timeout;
   if (o.world_size == 1 || !impl_)
     return std::unique_ptr<ProcessGroup>(new ProcessGroup(o, nullptr));
   auto impl = std::make_unique<Impl>();
   impl->store = c10::make_intrusive<c10d::PrefixStore>(name, impl_->store);
   impl->gloo = impl_->gloo;
+  if (o.timeout != options_.timeout) {  // Gloo bounds its own waits by the options' timeout
+    impl->gloo = c10d::ProcessGroupGloo::Options::create(o.timeout);
+    impl->gloo->devices = impl_->gloo->devices;
+    impl->gloo->threads = impl_->gloo->threads;
+  }
   try {
     impl->pg =
         c10::make_intrusive<c10d::ProcessGroupGloo>(impl->store, o.rank, o.world_size, impl->gloo);

@@ -81,8 +81,11 @@ class ProcessGroup {
 
   // A group of the world's `ranks` (ascending; this rank among them), over the same rendezvous
   // store under its own `name`. Only its members call it, all with the same arguments; rank and
-  // world_size of the result are within the subgroup.
-  std::unique_ptr<ProcessGroup> subgroup(const std::vector<int>& ranks, const std::string& name);
+  // world_size of the result are within the subgroup. `timeout` (0: this group's) bounds its
+  // rendezvous and every wait in it: e.g. a whole-world group for the ranks that wait while one
+  // rank evaluates.
+  std::unique_ptr<ProcessGroup> subgroup(const std::vector<int>& ranks, const std::string& name,
+                                         std::chrono::milliseconds timeout = {});
 
  private:
   struct Impl;

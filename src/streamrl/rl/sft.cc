@@ -54,6 +54,7 @@ SftConfig SftConfig::from_config(const core::Config& root) {
   c.parallel.read(root.section("parallel"));
   root.section("parallel").get("timeout_s", c.parallel_timeout_s);
   root.section("parallel").get("ep", c.parallel_ep);
+  root.section("parallel").get("eval_timeout_s", c.parallel_eval_timeout_s);
   root.check_all_used();
   if (c.steps < 1) throw InputError("train.steps must be >= 1");
   if (c.batch_size < 1) throw InputError("train.batch_size must be >= 1");
@@ -62,6 +63,7 @@ SftConfig SftConfig::from_config(const core::Config& root) {
   if (c.eval_loss_n < 0) throw InputError("eval.loss_n must be >= 0");
   if (!(c.parallel_timeout_s > 0)) throw InputError("parallel.timeout_s must be > 0");
   if (c.parallel_ep < 1) throw InputError("parallel.ep must be >= 1");
+  if (!(c.parallel_eval_timeout_s > 0)) throw InputError("parallel.eval_timeout_s must be > 0");
   if (c.parallel_ep > 1 && c.parallel.pp > 1) {
     throw InputError("parallel.ep and parallel.pp cannot be combined (MoE models use ep)");
   }
@@ -304,6 +306,16 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
   // Under expert parallelism rank 0 alone evaluates, on the whole model gathered for it (every
   // rank calls saved_model() at the same points); otherwise every rank evaluates its own copy.
   const bool evaluates = !experts || writer;
+  // The others wait for it in a group of their own, bounded by parallel.eval_timeout_s rather than
+  // by the step's timeout.
+  std::unique_ptr<dist::ProcessGroup> eval_wait;
+  if (experts) {
+    std::vector<int> all(static_cast<size_t>(world->world_size()));
+    std::iota(all.begin(), all.end(), 0);
+    eval_wait = world->subgroup(
+        all, "eval-wait",
+        std::chrono::milliseconds(static_cast<int64_t>(c.parallel_eval_timeout_s * 1000)));
+  }
   const auto saved_model = [&]() -> model::CausalLM& {
     if (!experts) return model;
     experts->gather_model(*model, whole ? &**whole : nullptr);
@@ -473,6 +485,7 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
         rec["eval_loss"] =
             heldout_loss(m, encoder, task, c.eval.seed, c.eval_loss_n, c.micro_batch_tokens);
       }
+      if (eval_wait) eval_wait->barrier();
     }
     if (metrics && c.log_every > 0 && (done % c.log_every == 0 || done == c.steps)) {
       metrics->write(rec);
@@ -514,7 +527,8 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
     final_rec["final_eval_loss"] = loss;
   }
   if (metrics && final_rec.size() > 1) metrics->write(final_rec);
-  if (world) world->barrier();  // the others wait for rank 0's final files
+  // The others wait for rank 0's final files (and, under expert parallelism, its evaluation).
+  if (world) (eval_wait ? eval_wait : world)->barrier();
   return result;
 }
 

@@ -51,6 +51,9 @@ struct SftConfig {
   // parallel.ep (MoE models, pp = 1): expert parallelism; each group of ep ranks splits every MoE
   // layer's experts and trades tokens by all-to-all (dist/expert_parallel.h).
   int parallel_ep = 1;
+  // parallel.eval_timeout_s: how long the other ranks wait while rank 0 evaluates (expert
+  // parallelism, where rank 0 alone holds the whole model).
+  double parallel_eval_timeout_s = 3600;
 
   // Reads the `run`, `model`, `data`, `train`, `eval` and `checkpoint` sections and checks that no
   // unknown key is left. Throws InputError for bad values.
