@@ -6,21 +6,28 @@
 
 namespace streamrl::rl {
 
+SampleTotals sample_totals(const IterationStats& st, dist::ProcessGroup* group) {
+  SampleTotals t;
+  t.samples = static_cast<double>(st.rewards.size());
+  for (double r : st.rewards) t.reward += r;
+  for (double sc : st.scores) t.correct += sc >= 1.0;
+  if (group) {
+    const std::vector<double> g = group->all_reduce_sum({t.reward, t.correct, t.samples});
+    t = {g[0], g[1], g[2]};
+  }
+  return t;
+}
+
 IterationRecord iteration_record(const RlRunConfig& c, int64_t it, const IterationStats& st,
-                                 const UpdateResult& up, const RlLoop& loop, double iter_s,
-                                 dist::ProcessGroup* group) {
+                                 const SampleTotals& totals, const UpdateResult& up,
+                                 const RlLoop& loop, double iter_s,
+                                 const dist::ProcessGroup* group) {
   const int64_t done = it + 1;
   const double gen_s = loop.generator_seconds();
   const double trainer_busy = up.seconds + st.sample_work_s + st.weight_update_s;
-
-  double reward_mean = 0, correct = 0, samples = static_cast<double>(st.rewards.size());
-  for (double r : st.rewards) reward_mean += r;
-  for (double sc : st.scores) correct += sc >= 1.0;
-  if (group) {  // over all ranks' samples (lengths and versions below are rank 0's)
-    const std::vector<double> g = group->all_reduce_sum({reward_mean, correct, samples});
-    reward_mean = g[0], correct = g[1], samples = g[2];
-  }
-  reward_mean /= std::max(1.0, samples);
+  // Reward and accuracy over all ranks' samples; lengths and versions below are this rank's.
+  const double samples = totals.samples, correct = totals.correct;
+  const double reward_mean = totals.reward / std::max(1.0, samples);
   // Every sample may have been refused (async with a tight staleness bound).
   tasks::LengthSummary ls =
       st.lengths.empty() ? tasks::LengthSummary{} : tasks::summarize(st.lengths);

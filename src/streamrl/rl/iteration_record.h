@@ -17,10 +17,19 @@ struct IterationRecord {
   double mean_length = 0;  // of this rank's samples
 };
 
-// Iteration `it` (0-based) that took `iteration_s`. With `group`, reward and accuracy are summed
-// over the ranks (a collective: every rank calls this once per iteration).
+// One iteration's rewards, correct answers and samples summed over the ranks. With `group` a
+// collective (every rank calls it once per iteration): call it inside the iteration's timed span,
+// so that a link that drops during it shows in the iteration's time and collectives.
+struct SampleTotals {
+  double reward = 0, correct = 0, samples = 0;
+};
+SampleTotals sample_totals(const IterationStats& st, dist::ProcessGroup* group);
+
+// Iteration `it` (0-based) that took `iteration_s`; `totals` from sample_totals. `group` (no
+// collective here) names the trainer ranks.
 IterationRecord iteration_record(const RlRunConfig& c, int64_t it, const IterationStats& st,
-                                 const UpdateResult& up, const RlLoop& loop, double iteration_s,
-                                 dist::ProcessGroup* group);
+                                 const SampleTotals& totals, const UpdateResult& up,
+                                 const RlLoop& loop, double iteration_s,
+                                 const dist::ProcessGroup* group);
 
 }  // namespace streamrl::rl

@@ -141,9 +141,10 @@ nlohmann::json run_rl(const RlRunConfig& c, const std::string& resolved_config_y
       dist::check_same_on_every_rank(*roles.group, roles.policy->parameters(),
                                      "policy weights after iteration " + std::to_string(done));
     }
+    const SampleTotals totals = sample_totals(st, roles.group.get());  // also a collective
     if (roles.group) st.collectives_s = roles.group->collective_seconds() - collectives_before;
     const double iter_s = core::seconds_since(iter_start);
-    IterationRecord r = iteration_record(c, it, st, up, loop, iter_s, roles.group.get());
+    IterationRecord r = iteration_record(c, it, st, totals, up, loop, iter_s, roles.group.get());
     if (!roles.lead) continue;
     collapse.observe_iteration(r.reward_mean, r.mean_length);
     if (c.eval_every > 0 && done % c.eval_every == 0 && done < c.iterations && c.eval.n > 0) {
