@@ -4,7 +4,9 @@
 #include <limits>
 
 #include "streamrl/core/errors.h"
+#include "streamrl/model/model_config.h"
 #include "streamrl/pipeline/micro_batches.h"
+#include "streamrl/planner/model_shape.h"
 #include "streamrl/planner/pipeline_plan.h"
 
 namespace streamrl::rl {
@@ -24,14 +26,7 @@ void PipelineConfig::read(const core::Config& parallel) {
 }
 
 planner::PipelineProfile flops_profile(const model::ModelConfig& c) {
-  planner::ModelShape shape;
-  shape.layers = static_cast<int>(c.num_hidden_layers);
-  shape.hidden = static_cast<int>(c.hidden_size);
-  shape.heads = static_cast<int>(c.num_attention_heads);
-  shape.kv_heads = static_cast<int>(c.num_key_value_heads);
-  shape.head_dim = static_cast<int>(c.head_dim);
-  shape.intermediate = static_cast<int>(c.intermediate_size);
-  shape.vocab = static_cast<int>(c.vocab_size);
+  planner::ModelShape shape = planner::model_shape_from_hf(model::to_json(c), "policy");
   shape.bytes_per_param = 4;  // the trainer's float32 activations cross the boundary
   // A nominal 10 GFLOP/s: only the ratios between ops matter to the plan, and the link terms
   // are scaled to match (loopback Gloo moves ~1 GB/s with ~100 us per message).

@@ -174,28 +174,39 @@ struct Demos {
   }
 };
 
-// Packs demonstrations into micro-batches of at most `budget` tokens and calls fn(batch, indices)
-// on each: the one batching rule of an SFT step and of the held-out loss.
-template <class Fn>
-void for_each_micro_batch(const Demos& demos, int budget, Fn&& fn) {
+// Demonstrations [first, end) packed into micro-batches of at most `budget` tokens, as rows of
+// `demos`: the one batching rule of an SFT step, its data-parallel shares and the held-out loss.
+std::vector<std::vector<size_t>> pack_rows(const Demos& demos, size_t first, size_t end,
+                                           int budget) {
   std::vector<int64_t> lengths;
-  for (size_t i = 0; i < demos.prompts.size(); ++i) lengths.push_back(demos.length(i));
-  for (const auto& micro : pack_by_token_budget(lengths, budget)) fn(demos.batch(micro), micro);
+  for (size_t i = first; i < end; ++i) lengths.push_back(demos.length(i));
+  std::vector<std::vector<size_t>> packs = pack_by_token_budget(lengths, budget);
+  for (auto& pack : packs) {
+    for (size_t& i : pack) i += first;
+  }
+  return packs;
 }
 
-// Data parallelism: this rank's share of the rows ([r * n / N, (r + 1) * n / N)), packed as
-// for_each_micro_batch packs. Under expert parallelism every layer's all-to-all is a collective, so
-// each rank runs as many micro-batches as the rank with the most: the extra ones are a row whose
-// completion mask is cleared (weight 0: they move tokens, not gradients), given no indices.
+// Calls fn(batch, rows) on each micro-batch of all demonstrations.
+template <class Fn>
+void for_each_micro_batch(const Demos& demos, int budget, Fn&& fn) {
+  for (const auto& rows : pack_rows(demos, 0, demos.prompts.size(), budget)) {
+    fn(demos.batch(rows), rows);
+  }
+}
+
+// Data parallelism: fn on each micro-batch of this rank's share of the rows ([r * n / N,
+// (r + 1) * n / N)). Under expert parallelism every layer's all-to-all is a collective, so each
+// rank runs as many micro-batches as the rank with the most: the extra ones are a row whose
+// completion mask is cleared (weight 0: they move tokens, not gradients), given no rows.
 template <class Fn>
 void train_rank_share(const Demos& demos, dist::ProcessGroup& world, int budget, bool equal_count,
                       Fn&& fn) {
   const size_t n = demos.prompts.size(), ranks = static_cast<size_t>(world.world_size());
   const size_t rank = static_cast<size_t>(world.rank());
-  const size_t first = rank * n / ranks, end = (rank + 1) * n / ranks;
-  std::vector<int64_t> lengths;
-  for (size_t i = first; i < end; ++i) lengths.push_back(demos.length(i));
-  const std::vector<std::vector<size_t>> packs = pack_by_token_budget(lengths, budget);
+  const size_t first = rank * n / ranks;
+  const std::vector<std::vector<size_t>> packs =
+      pack_rows(demos, first, (rank + 1) * n / ranks, budget);
   size_t count = packs.size();
   if (equal_count) {  // agreed before any micro-batch runs: each one holds all-to-alls
     std::vector<double> counts(ranks, 0.0);
@@ -205,12 +216,10 @@ void train_rank_share(const Demos& demos, dist::ProcessGroup& world, int budget,
   }
   for (size_t k = 0; k < count; ++k) {
     if (k < packs.size()) {
-      std::vector<size_t> rows;
-      for (size_t i : packs[k]) rows.push_back(first + i);
-      fn(demos.batch(packs[k], first), rows);
+      fn(demos.batch(packs[k]), packs[k]);
       continue;
     }
-    SequenceBatch idle = demos.batch(std::vector<size_t>{0}, first);
+    SequenceBatch idle = demos.batch(std::vector<size_t>{first});
     idle.completion.zero_();
     idle.num_completion_tokens = 0;
     fn(idle, std::vector<size_t>{});
@@ -473,7 +482,8 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
                          {"wait_s", pipe_stats.run.wait_s},
                          {"plan_s", pipe_stats.plan_s}};
     }
-    if (c.eval_every > 0 && done % c.eval_every == 0 && done < c.steps) {
+    if (c.eval_every > 0 && done % c.eval_every == 0 && done < c.steps &&
+        (c.eval.n > 0 || c.eval_loss_n > 0)) {  // saved_model() gathers the experts
       torch::NoGradGuard no_grad;
       model::CausalLM& m = saved_model();
       if (evaluates && c.eval.n > 0) {
