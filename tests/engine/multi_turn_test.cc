@@ -3,9 +3,13 @@
 // conversation as a new prompt.
 #include <gtest/gtest.h>
 
+#include <condition_variable>
+#include <mutex>
+
 #include "engine_model.h"
 #include "streamrl/core/errors.h"
 #include "streamrl/engine/engine.h"
+#include "streamrl/engine/engine_thread.h"
 
 namespace streamrl::engine {
 namespace {
@@ -136,6 +140,115 @@ TEST(MultiTurn, AbortReleasesHeldSamples) {
   engine.add_request(std::move(again));
   engine.run_until_idle();
   EXPECT_EQ(more.size(), 2u);  // both slots are free again
+}
+
+// Request::on_turn: the engine runs the turns itself (the RL loop's tool rollouts) and gives the
+// caller one sample, the same trajectory, tokens and log-probs as a caller continuing a held
+// sample with the same appended tokens.
+TEST(MultiTurn, EngineRunTurnsMatchTheCallersTurns) {
+  EngineConfig cfg;
+  cfg.max_batch_size = 4;
+  const std::vector<std::vector<int32_t>> appended = {{2, 9, 4}, {6}};
+  const int cap = 5;
+
+  Engine held_engine(engine_model(), cfg);
+  std::vector<Sample> turns, other;
+  held_engine.add_request(greedy_turn(0, {1, 5, 7, 3}, cap, &turns, /*hold=*/true));
+  held_engine.add_request(greedy_turn(1, {1, 9}, 30, &other, false));
+  held_engine.run_until_idle();
+  for (const auto& a : appended) {
+    held_engine.continue_sample({0, 0, a, cap});
+    held_engine.run_until_idle();
+  }
+  ASSERT_EQ(turns.size(), 3u);
+
+  Engine engine(engine_model(), cfg);
+  std::vector<Sample> out;
+  std::vector<size_t> turn_starts;
+  Request r = greedy_turn(0, {1, 5, 7, 3}, cap, &out, /*hold=*/false);
+  r.on_turn = [&](const Sample& s, size_t turn_start) {
+    turn_starts.push_back(turn_start);
+    return s.turns <= 2 ? appended[static_cast<size_t>(s.turns - 1)] : std::vector<int32_t>{};
+  };
+  engine.add_request(std::move(r));
+  engine.add_request(greedy_turn(1, {1, 9}, 30, &other, false));
+  engine.run_until_idle();
+  ASSERT_EQ(out.size(), 1u) << "one sample per rollout";
+  const Sample& s = out[0];
+  EXPECT_EQ(s.turns, 3);
+  EXPECT_EQ(s.output_ids, turns.back().output_ids);
+  EXPECT_EQ(s.sampled_mask, turns.back().sampled_mask);
+  ASSERT_EQ(s.logprobs.size(), turns.back().logprobs.size());
+  for (size_t t = 0; t < s.logprobs.size(); ++t) {
+    EXPECT_NEAR(s.logprobs[t], turns.back().logprobs[t], 1e-5) << t;
+  }
+  EXPECT_EQ(turn_starts, (std::vector<size_t>{0, cap + 3, 2 * cap + 4}));
+  EXPECT_EQ(engine.held_samples(), 0);
+  EXPECT_EQ(engine.stats().running_samples, 0);
+}
+
+// An engine-run rollout that an abort or max_seq_len ends still reaches its caller exactly once
+// and frees its slot; on an engine thread, the next turn starts without waiting for other work.
+TEST(MultiTurn, EngineRunRolloutsEndOnceAndFreeTheirSlots) {
+  EngineConfig cfg;
+  cfg.max_batch_size = 2;
+  cfg.max_seq_len = 40;
+  Engine engine(engine_model(), cfg);
+  const auto forever = [](const Sample&, size_t) { return std::vector<int32_t>{4, 4}; };
+  std::vector<Sample> out;
+  Request r = greedy_turn(0, {1, 5}, 3, &out, false);
+  r.n = 2;
+  r.on_turn = forever;
+  engine.add_request(std::move(r));
+  engine.run_until_idle();  // turns of 3 + 2 appended until 40 tokens cannot hold another
+  ASSERT_EQ(out.size(), 2u);
+  for (const Sample& s : out) {
+    EXPECT_EQ(s.finish_reason, FinishReason::kLength);
+    EXPECT_GT(s.turns, 5);
+    EXPECT_LE(s.prompt_ids.size() + s.output_ids.size(), 40u);
+  }
+  EXPECT_EQ(engine.held_samples(), 0);
+
+  std::vector<Sample> aborted;
+  r = greedy_turn(1, {1, 6}, 2, &aborted, false);
+  r.n = 2;
+  r.on_turn = forever;
+  engine.add_request(std::move(r));
+  for (int i = 0; i < 4; ++i) engine.step();
+  engine.abort(1);
+  engine.run_until_idle();
+  ASSERT_EQ(aborted.size(), 2u);
+  for (const Sample& s : aborted) EXPECT_EQ(s.finish_reason, FinishReason::kAborted);
+  EXPECT_EQ(engine.held_samples(), 0);
+
+  Request hold = greedy_turn(2, {1, 6}, 2, &aborted, true);
+  hold.on_turn = forever;
+  EXPECT_THROW(engine.add_request(std::move(hold)), InputError);
+
+  // On an engine thread: three turns, each started when the last ended.
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<Sample> threaded;
+  Request t;
+  t.request_id = 3;
+  t.prompt_ids = {1, 7};
+  t.params.temperature = 0;
+  t.params.max_new_tokens = 2;
+  t.on_turn = [](const Sample& s, size_t) {
+    return s.turns < 3 ? std::vector<int32_t>{5} : std::vector<int32_t>{};
+  };
+  t.on_sample = [&](Sample&& s) {
+    std::lock_guard<std::mutex> lock(mu);
+    threaded.push_back(std::move(s));
+    cv.notify_all();
+  };
+  EngineThread thread(engine);
+  engine.add_request(std::move(t));
+  std::unique_lock<std::mutex> lock(mu);
+  ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(5), [&] { return !threaded.empty(); }))
+      << "the rollout never finished on the engine thread";
+  EXPECT_EQ(threaded[0].turns, 3);
+  EXPECT_EQ(threaded[0].output_ids.size(), 2u + 1 + 2 + 1 + 2);
 }
 
 }  // namespace

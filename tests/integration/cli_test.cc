@@ -2,8 +2,10 @@
 // and deterministic generation.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "run_binary.h"
@@ -77,32 +79,67 @@ TEST(Cli, BadCheckpointsGiveOneLineErrors) {
   fs::remove_all(dir);
 }
 
-// The agentic task end to end through the CLI: SFT on its tool-calling demonstrations, eval with
-// multi-turn tool rollouts (the figure exists; a 10-step model calls tools at random), and train
-// refusing it with one line rather than scoring one-turn rollouts; bench workflow runs on it.
-TEST(Cli, AgenticTaskSftsAndEvaluatesWithToolsAndTrainRefusesIt) {
+// The agentic task end to end through the CLI: SFT on its tool-calling demonstrations (120 steps:
+// the tiny model learns the call format, about one call per problem, not yet the answers), eval
+// with multi-turn tool rollouts, bench workflow, and RL over multi-turn rollouts in a colocated and
+// a streamed run (the tool results in the context, out of the loss).
+TEST(Cli, AgenticTaskSftsEvaluatesAndTrainsWithTools) {
   const std::string dir = testing_util::fresh_temp_dir("cli_agentic");
   auto r =
-      run_streamrl({"sft", "--config", testing_util::write_tiny_sft_config(dir), "data.task=calc"});
+      run_streamrl({"sft", "--config", testing_util::write_tiny_sft_config(dir), "data.task=calc",
+                    "train.steps=120", "train.batch_size=16", "train.micro_batch_tokens=4096",
+                    "train.optim.lr=0.01", "train.optim.warmup_steps=10"});
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  r = run_streamrl({"eval", "--ckpt", dir + "/runs/sft/final", "--task", "calc", "--n", "4",
-                    "--max-new-tokens", "40", "--json"});
-  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string ckpt = dir + "/runs/sft/final";
+  r = run_streamrl({"eval", "--ckpt", ckpt, "--task", "calc", "--n", "8", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;  // the default cap is clamped to the model's length
   const auto j = nlohmann::json::parse(last_line(r.output));
   EXPECT_EQ(j["task"], "calc");
-  EXPECT_GE(j["tool_calls_per_problem"].get<double>(), 0.0);
-  EXPECT_EQ(j["n"], 4);
+  EXPECT_GT(j["tool_calls_per_problem"].get<double>(), 0.0) << j.dump();
+  EXPECT_EQ(j["n"], 8);
   // The same rollouts three ways (the bench's quick mode).
-  r = run_streamrl({"bench", "workflow", "--quick", "--json", "--ckpt", dir + "/runs/sft/final"});
+  r = run_streamrl({"bench", "workflow", "--quick", "--json", "--ckpt", ckpt});
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto w = nlohmann::json::parse(last_line(r.output));
   EXPECT_TRUE(w["latency_speedup"]["p50"].is_number()) << w.dump();
   EXPECT_TRUE(w["throughput_speedup"].is_number());
   EXPECT_TRUE(w["same_trajectories"].is_number());
+
+  std::ofstream(dir + "/rl.yaml")
+      << "run: {dir: " << dir << "/runs, threads: 1, seed: 1}\n"
+      << "policy: {init_from: " << ckpt << "}\n"
+      << "data: {task: calc}\n"
+      << "rollout: {prompts_per_iteration: 4, group_size: 4, max_new_tokens: 128, max_turns: 4}\n"
+      << "train: {iterations: 2, optim: {lr: 0.001}}\n"
+      << "algo: {kl: {coef: 0.01, placement: reward}}\n"
+      << "eval: {every: 0, n: 4, max_new_tokens: 128}\ncheckpoint: {every: 0}\n";
+  for (const std::string mode : {"colocate", "stream"}) {
+    r = run_streamrl(
+        {"train", "--config", dir + "/rl.yaml", "mode=" + mode, "run.name=rl_" + mode, "--json"});
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    double turns = 0, calls = 0;
+    int iterations = 0;
+    std::ifstream metrics(dir + "/runs/rl_" + mode + "/metrics.jsonl");
+    for (std::string line; std::getline(metrics, line);) {
+      const auto m = nlohmann::json::parse(line);
+      if (!m.contains("reward_mean")) continue;
+      ++iterations;
+      ASSERT_TRUE(m.contains("tools")) << m.dump();
+      turns += m["tools"]["turns_per_sample"].get<double>();
+      calls += m["tools"]["calls_per_sample"].get<double>();
+      EXPECT_TRUE(std::isfinite(m["loss"].get<double>())) << m.dump();
+      EXPECT_GT(m["response_length"]["max"].get<double>(), 128) << "no trajectory beyond one turn";
+    }
+    EXPECT_EQ(iterations, 2) << mode;
+    EXPECT_GT(turns / iterations, 1.0) << mode << ": no rollout took a second turn";
+    EXPECT_GT(calls / iterations, 0.0) << mode;
+    std::cout << "[agentic] " << mode << ": " << turns / iterations << " turns and "
+              << calls / iterations << " tool calls per sample\n";
+  }
+  // Remote serve instances do not run tools: refused in one line.
   expect_input_error(
-      {"train", "--config", std::string(STREAMRL_TEST_DATA_DIR) + "/../../configs/rl_sum.yaml",
-       "data.task=calc", "policy.init_from=" + dir + "/runs/sft/final"},
-      "needs multi-turn tool rollouts");
+      {"train", "--config", dir + "/rl.yaml", "mode=stream", "sgs.urls=[http://127.0.0.1:1]"},
+      "remove sgs.urls");
   fs::remove_all(dir);
 }
 

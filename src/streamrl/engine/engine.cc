@@ -48,13 +48,38 @@ struct Engine::Running {
   int slot = 0;
   int64_t reserved = 0;
   uint64_t stream = 0;
-  double decode_start = 0;  // steady seconds when the first token was sampled
-  bool hold = false;        // Request::hold_kv
-  size_t turn_start = 0;    // output tokens before this turn (params.max_new_tokens counts after)
+  double decode_start = 0;                // steady seconds when the first token was sampled
+  bool hold = false;                      // Request::hold_kv
+  std::shared_ptr<TurnCallback> on_turn;  // Request::on_turn, shared; may hold an empty function
+  int turn_cap = 0;                       // the request's max_new_tokens, every turn's cap
+  size_t turn_start = 0;  // output tokens before this turn (params.max_new_tokens counts after)
   // A continuation admitted this step: these tokens are fed from position `feed_from`.
   std::vector<int32_t> feed;
   int64_t feed_from = 0;
 };
+
+void Engine::deliver(std::unique_ptr<Running> run) {
+  release(*run);
+  if (*run->on_sample) (*run->on_sample)(std::move(run->sample));
+}
+
+template <class Pred>
+void Engine::drop_held(Pred&& pred) {
+  for (auto it = held_.begin(); it != held_.end();) {
+    if (!pred(it->first, *it->second)) {
+      ++it;
+      continue;
+    }
+    std::unique_ptr<Running> run = std::move(it->second);
+    it = held_.erase(it);
+    if (run->hold) {
+      release(*run);  // the caller had every turn already
+    } else {
+      run->sample.finish_reason = FinishReason::kAborted;
+      deliver(std::move(run));
+    }
+  }
+}
 
 Engine::Engine(model::CausalLM model, const EngineConfig& config, int64_t weight_version)
     : model_(std::move(model)),
@@ -81,6 +106,11 @@ void Engine::add_request(Request request) {
   if (request.prompt_ids.empty()) throw InputError(id + ": empty prompt");
   if (request.n < 1) throw InputError(id + ": n must be >= 1");
   if (request.params.max_new_tokens < 1) throw InputError(id + ": max_new_tokens must be >= 1");
+  if (request.hold_kv && request.on_turn) {
+    throw InputError(id +
+                     ": hold_kv and on_turn are exclusive (the caller or the engine runs the "
+                     "turns)");
+  }
   if (request.n > config_.max_batch_size) {
     throw InputError(id + ": n = " + std::to_string(request.n) + " exceeds max_batch_size " +
                      std::to_string(config_.max_batch_size));
@@ -210,21 +240,11 @@ void Engine::apply_pending() {
   for (auto& r : inbox) waiting_.push_back(std::move(r));
   for (auto& c : continuations) continuing_.push_back(std::move(c));
   for (const auto& key : releases) {
-    auto it = held_.find(key);
-    if (it == held_.end()) continue;
-    release(*it->second);
-    held_.erase(it);
+    drop_held([&](const auto& k, const Running& run) { return k == key && run.hold; });
   }
   for (int64_t id : aborts) {
     // A held sample of the request is released; its continuations are dropped.
-    for (auto it = held_.begin(); it != held_.end();) {
-      if (it->first.first != id) {
-        ++it;
-        continue;
-      }
-      release(*it->second);
-      it = held_.erase(it);
-    }
+    drop_held([id](const auto& k, const Running&) { return k.first == id; });
     std::erase_if(continuing_, [id](const Continuation& c) { return c.request_id == id; });
     for (auto it = waiting_.begin(); it != waiting_.end();) {
       if (it->first.request_id != id) {
@@ -273,8 +293,7 @@ void Engine::recover() {
   while (!running_.empty()) finish(running_.size() - 1, FinishReason::kAborted);
   for (auto& [r, arrival] : waiting_) abort_waiting(r);
   waiting_.clear();
-  for (auto& [key, run] : held_) release(*run);
-  held_.clear();
+  drop_held([](const auto&, const Running&) { return true; });
   continuing_.clear();
   if (!last_good_.empty()) {
     model::load_weights(model_, last_good_, "recovery (last good weights)");
@@ -308,6 +327,7 @@ size_t Engine::admit() {
     reserved_tokens_ += need;
     auto cb = std::make_shared<SampleCallback>(std::move(r.on_sample));
     auto token_cb = std::make_shared<TokenCallback>(std::move(r.on_token));
+    auto turn_cb = std::make_shared<TurnCallback>(std::move(r.on_turn));
     for (int k = 0; k < r.n; ++k) {
       auto run = std::make_unique<Running>();
       run->sample.request_id = r.request_id;
@@ -322,6 +342,8 @@ size_t Engine::admit() {
       free_slots_.pop_back();
       run->reserved = reservation(r);
       run->hold = r.hold_kv;
+      run->on_turn = turn_cb;
+      run->turn_cap = r.params.max_new_tokens;
       run->stream = sample_stream(static_cast<int64_t>(r.random_key.value_or(r.request_id)), k);
       running_.push_back(std::move(run));
     }
@@ -343,10 +365,18 @@ void Engine::admit_continuations() {
         static_cast<int64_t>(r.sample.prompt_ids.size() + r.sample.output_ids.size());
     const int64_t need = length + static_cast<int64_t>(c.appended_ids.size()) + c.max_new_tokens;
     if (c.max_new_tokens < 1 || need > config_.max_seq_len) {
-      // Can never fit: the turn ends at once, nothing sampled; the sample stays held.
+      // Can never fit: the turn ends at once, nothing sampled; a caller's sample stays held, an
+      // engine-run rollout ends there.
+      continuing_.pop_front();
+      if (!r.hold) {
+        std::unique_ptr<Running> run = std::move(it->second);
+        held_.erase(it);
+        run->sample.finish_reason = FinishReason::kLength;
+        deliver(std::move(run));
+        continue;
+      }
       Sample copy = r.sample;
       copy.finish_reason = FinishReason::kLength;
-      continuing_.pop_front();
       if (*r.on_sample) (*r.on_sample)(std::move(copy));
       continue;
     }
@@ -526,8 +556,23 @@ void Engine::finish(size_t index, FinishReason reason) {
     if (*callback) (*callback)(std::move(copy));
     return;
   }
-  release(*run);
-  if (*run->on_sample) (*run->on_sample)(std::move(run->sample));
+  if (reason != FinishReason::kAborted && *run->on_turn) {
+    std::vector<int32_t> appended = (*run->on_turn)(run->sample, run->turn_start);
+    const int64_t vocab = model_->config().vocab_size;
+    const bool valid = std::all_of(appended.begin(), appended.end(),
+                                   [vocab](int32_t t) { return t >= 0 && t < vocab; });
+    if (!appended.empty() && valid) {
+      // The next turn: queued as a caller's continuation is, so an engine thread about to wait
+      // for work sees it.
+      const std::pair<int64_t, int32_t> key{run->sample.request_id, run->sample.sample_index};
+      Continuation next{key.first, key.second, std::move(appended), run->turn_cap};
+      held_[key] = std::move(run);
+      std::lock_guard<std::mutex> lock(mu_);
+      continuations_.push_back(std::move(next));
+      return;
+    }
+  }
+  deliver(std::move(run));
 }
 
 bool Engine::step() {

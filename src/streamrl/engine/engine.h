@@ -56,6 +56,7 @@ struct TokenEvent {
   const std::vector<TokenLogprob>* top = nullptr;  // params.top_logprobs alternatives, or empty
 };
 using TokenCallback = std::function<void(const TokenEvent&)>;
+using TurnCallback = std::function<std::vector<int32_t>(const Sample& sample, size_t turn_start)>;
 
 struct Request {
   int64_t request_id = 0;
@@ -73,6 +74,12 @@ struct Request {
   // Multi-turn rollouts: a sample that finishes (stop or length) keeps its slot and KV cache after
   // its on_sample, until the caller continues it (Engine::continue_sample) or releases it.
   bool hold_kv = false;
+  // Multi-turn rollouts the engine runs to their end itself (RL on tool-using tasks): called on
+  // the engine thread each time a sample ends a turn, with the sample so far and where that turn
+  // starts in output_ids. The ids it returns (e.g. rendered tool results) are appended and the
+  // next turn is sampled, up to params.max_new_tokens, without the sample leaving its slot; an
+  // empty return ends the rollout, and on_sample gets the whole trajectory once. Not with hold_kv.
+  TurnCallback on_turn;
 };
 
 // The next turn of a held sample: `appended_ids` (e.g. the rendered tool results and the next
@@ -171,6 +178,12 @@ class Engine {
                       const std::vector<int64_t>& logit_row, const std::vector<int64_t>& fed);
   void finish(size_t running_index, FinishReason reason);
   void release(const Running& run);  // frees its slot and reservation
+  // Frees the slot of a sample that is done and hands it to its on_sample.
+  void deliver(std::unique_ptr<Running> run);
+  // Releases held samples matching `pred`; those between engine-run turns (Request::on_turn) are
+  // reported as aborted, since their caller has not had them yet.
+  template <class Pred>
+  void drop_held(Pred&& pred);
   void admit_continuations();
 
   model::CausalLM model_;

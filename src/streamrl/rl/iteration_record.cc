@@ -97,6 +97,11 @@ IterationRecord iteration_record(const RlRunConfig& c, int64_t it, const Iterati
     for (const auto& [d, p] : loop.pass_rates()) rates[std::to_string(d)] = p;
     rec["curriculum_pass_rate"] = rates;
   }
+  if (st.tool_samples > 0) {
+    const double n = static_cast<double>(st.tool_samples);
+    rec["tools"] = {{"turns_per_sample", static_cast<double>(st.turns) / n},
+                    {"calls_per_sample", static_cast<double>(st.tool_calls) / n}};
+  }
   if (group) rec["trainer_ranks"] = group->world_size();
   if (group && c.parallel.pp > 1) {
     rec["pipeline"] = {{"stages", c.parallel.pp}, {"micro_batches", up.micro_batches}};

@@ -9,8 +9,11 @@
 #include "streamrl/core/errors.h"
 #include "streamrl/rl/advantages.h"
 #include "streamrl/rl/mini_batch_step.h"
+#include "streamrl/rl/tool_rollout.h"
 #include "streamrl/rl/train_checkpoint.h"
 #include "streamrl/tasks/verifiers.h"
+#include "streamrl/tools/builtin_tools.h"
+#include "streamrl/tools/tool_call_parser.h"
 
 namespace streamrl::rl {
 namespace {
@@ -43,7 +46,13 @@ RlLoop::RlLoop(const RlRunConfig& c, const tasks::Task& task, const PromptEncode
       // Request ids are k * stride_ + prompt index; refill prompts follow the P regular ones.
       stride_(c.prompts_per_iteration +
               (c.dynamic_sampling.enabled ? world_ * c.dynamic_sampling.max_refills : 0)),
-      curriculum_(c.data.curriculum) {}
+      curriculum_(c.data.curriculum) {
+  if (!task.tools().empty()) {
+    tool_turns_ = tool_turns(
+        std::make_shared<const tools::ToolRunner>(tools::builtin_tool_runner(task.tools())),
+        prompts.tokenizer(), c.max_turns);
+  }
+}
 
 nlohmann::json RlLoop::curriculum_state() const {
   return c_.data.curriculum.enabled ? curriculum_.state() : nlohmann::json();
@@ -202,6 +211,7 @@ engine::Request RlLoop::request(int64_t k, int i) const {
       std::min<int>(c_.max_new_tokens, max_seq_len - static_cast<int>(r.prompt_ids.size()));
   r.params.seed = c_.run.seed * 1000003ull + static_cast<uint64_t>(k);
   r.params.stop_token_ids = prompts_.stop_ids();
+  r.on_turn = tool_turns_;  // each turn capped at max_new_tokens; the trajectory may be longer
   return r;
 }
 
@@ -248,12 +258,22 @@ void RlLoop::score(engine::Sample s, IterationBatch& b, IterationStats* st) {
   ScoredSample ss;
   const std::string text = prompts_.tokenizer().decode(s.output_ids);
   ss.score = task_.verify(b.problems[i], text);
+  if (tool_turns_) {
+    st->tool_samples += 1;
+    st->turns += s.turns;
+    st->tool_calls += static_cast<int64_t>(tools::parse_tool_calls(text).size());
+  }
   ss.reward =
       c_.data.reward == "demonstration"
           ? static_cast<double>(tasks::trim(text) == tasks::trim(b.problems[i].demonstration))
           : ss.score;
-  ss.reward -=
-      overlong_penalty(static_cast<int>(s.output_ids.size()), c_.max_new_tokens, c_.overlong);
+  // The overlong penalty reads the last turn: max_new_tokens caps each turn of a tool rollout.
+  size_t last_turn = s.output_ids.size();
+  if (!s.sampled_mask.empty()) {
+    const auto tail = std::find(s.sampled_mask.rbegin(), s.sampled_mask.rend(), uint8_t{0});
+    last_turn = static_cast<size_t>(tail - s.sampled_mask.rbegin());
+  }
+  ss.reward -= overlong_penalty(static_cast<int>(last_turn), c_.max_new_tokens, c_.overlong);
   ss.difficulty = b.problems[i].difficulty;
   b.outcomes.emplace_back(i, s.sample_index, ss.difficulty, ss.score);
   if (ref_) {

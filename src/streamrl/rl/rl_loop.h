@@ -36,6 +36,8 @@ struct IterationStats {
   std::vector<int> zero_advantage;  // per sample, 1 when its advantage is 0
   std::vector<int64_t> versions;
   int64_t generated_tokens = 0;
+  // Tool-using tasks: the model's turns and tool calls of the samples scored this iteration.
+  int64_t tool_samples = 0, turns = 0, tool_calls = 0;
   double sample_work_s = 0, reference_s = 0, wait_s = 0, weight_update_s = 0;
   double collectives_s = 0;  // in the trainer ranks' collectives (0 with one process)
 };
@@ -111,6 +113,7 @@ class RlLoop {
   const core::ModeTraits mode_;
   const int64_t stride_;
   PassRateCurriculum curriculum_;
+  engine::TurnCallback tool_turns_;  // the task's tools run each rollout's turns (empty: none)
   std::unique_ptr<RolloutGenerator> gen_;
   std::map<int64_t, IterationBatch> batches_;
   double gen_seconds_ = 0;

@@ -18,17 +18,11 @@ RlRunConfig RlRunConfig::from_config(const core::Config& root) {
   core::Config policy = root.section("policy");
   c.init_from = policy.require<std::string>("init_from");
   c.data.read(root.section("data"));
-  // One-turn generation would score a tool-calling policy's first call as its answer (0 reward
-  // for every rollout) without a word, so a tool-using task is refused until train runs them.
-  if (c.data.jsonl.empty() && !tasks::get_task(c.data.task).tools().empty()) {
-    throw InputError("data.task '" + c.data.task +
-                     "' needs multi-turn tool rollouts, which `streamrl train` does not run yet "
-                     "(`streamrl sft` and `streamrl eval` do)");
-  }
   core::Config rollout = root.section("rollout");
   rollout.get("prompts_per_iteration", c.prompts_per_iteration);
   rollout.get("group_size", c.group_size);
   rollout.get("max_new_tokens", c.max_new_tokens);
+  rollout.get("max_turns", c.max_turns);
   rollout.get("temperature", c.temperature);
   rollout.get("top_p", c.top_p);
   rollout.get("max_batch_size", c.max_batch_size);
@@ -74,6 +68,15 @@ RlRunConfig RlRunConfig::from_config(const core::Config& root) {
   if (!c.sgs_urls.empty() && !core::traits(c.mode).dedicated_generator) {
     throw InputError("sgs.urls: remote generation needs a dedicated mode (disagg, stream, async)");
   }
+  // Tool rollouts run inside in-process engines (rl/tool_rollout.h); a serve instance would
+  // score a tool-calling policy's first call as its answer without a word.
+  if (!c.sgs_urls.empty() && c.data.jsonl.empty() &&
+      !tasks::get_task(c.data.task).tools().empty()) {
+    throw InputError("data.task '" + c.data.task +
+                     "' uses tools, whose multi-turn rollouts run in in-process engines only: "
+                     "remove sgs.urls");
+  }
+  if (c.max_turns < 1) throw InputError("rollout.max_turns must be >= 1");
   if (c.trainer_threads < 1 || c.max_staleness < 0 || !(c.sample_timeout_s > 0)) {
     throw InputError(
         "resources.trainer_threads must be >= 1, async.max_staleness >= 0 and "

@@ -37,8 +37,9 @@ struct RlRunConfig {
   DataOptions data;
   // rollout
   int prompts_per_iteration = 32;
-  int group_size = 8;  // samples per prompt (GRPO group)
-  int max_new_tokens = 400;
+  int group_size = 8;        // samples per prompt (GRPO group)
+  int max_new_tokens = 400;  // per turn on a task with tools
+  int max_turns = 8;         // rollout.max_turns: replies per tool-using rollout
   float temperature = 1.0f;
   float top_p = 1.0f;
   int max_batch_size = 64;  // engine slots

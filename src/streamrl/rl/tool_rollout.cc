@@ -41,6 +41,34 @@ void append_turn(engine::Sample* t, const std::vector<int32_t>& appended, engine
 
 }  // namespace
 
+std::optional<ToolTurn> next_tool_turn(const std::string& reply, bool stopped, int turns,
+                                       int max_turns, const tools::ToolRunner& runner,
+                                       const tokenizer::Tokenizer& tok) {
+  const std::vector<tools::ToolCall> calls = tools::parse_tool_calls(reply);
+  if (calls.empty() || !stopped || turns >= max_turns) return std::nullopt;
+  ToolTurn next;
+  std::vector<tools::ToolResult> results;
+  for (const tools::ToolCall& call : calls) {
+    results.push_back(runner.call(call));
+    next.calls += 1;
+    next.errors += results.back().status != tools::ToolStatus::kOk;
+  }
+  next.appended = tok.encode(tools::render_plain_tool_turn(results));
+  return next;
+}
+
+engine::TurnCallback tool_turns(std::shared_ptr<const tools::ToolRunner> runner,
+                                const tokenizer::Tokenizer& tok, int max_turns) {
+  return [runner = std::move(runner), &tok, max_turns](const engine::Sample& s, size_t turn_start) {
+    const size_t start = std::min(turn_start, s.output_ids.size());
+    const std::string reply = tok.decode(std::vector<int32_t>(
+        s.output_ids.begin() + static_cast<std::ptrdiff_t>(start), s.output_ids.end()));
+    const std::optional<ToolTurn> next = next_tool_turn(
+        reply, s.finish_reason == engine::FinishReason::kStop, s.turns, max_turns, *runner, tok);
+    return next ? next->appended : std::vector<int32_t>{};
+  };
+}
+
 std::vector<ToolRollout> run_tool_rollouts(engine::Engine& engine,
                                            std::vector<engine::Request> requests,
                                            const tools::ToolRunner& runner,
@@ -116,18 +144,15 @@ std::vector<ToolRollout> run_tool_rollouts(engine::Engine& engine,
         }
         turns = ro.trajectory.turns;
       }
-      const std::vector<tools::ToolCall> calls = tools::parse_tool_calls(reply);
-      if (calls.empty() || !stopped || turns >= config.max_turns) {
+      std::optional<ToolTurn> tool_turn =
+          next_tool_turn(reply, stopped, turns, config.max_turns, runner, tok);
+      if (!tool_turn) {
         finish(key, ro, std::move(s));
         continue;
       }
-      std::vector<tools::ToolResult> results;
-      for (const tools::ToolCall& call : calls) {
-        results.push_back(runner.call(call));
-        ro.result.tool_calls += 1;
-        ro.result.tool_errors += results.back().status != tools::ToolStatus::kOk;
-      }
-      ro.appended = tok.encode(tools::render_plain_tool_turn(results));
+      ro.result.tool_calls += tool_turn->calls;
+      ro.result.tool_errors += tool_turn->errors;
+      ro.appended = std::move(tool_turn->appended);
       if (config.keep_kv) {
         ro.turn_start = s.output_ids.size() + ro.appended.size();
         engine.continue_sample({key.first, key.second, ro.appended, ro.max_new_tokens});
@@ -172,6 +197,9 @@ std::vector<ToolRollout> run_task_rollouts(model::CausalLM& model, const PromptE
     r.prompt_ids = prompts.prompt_ids(problems[i]);
     r.n = n;
     r.params = params;
+    // Every turn's cap, but no first turn beyond the model's length (later turns end there).
+    r.params.max_new_tokens = std::max(
+        1, std::min(params.max_new_tokens, ec.max_seq_len - static_cast<int>(r.prompt_ids.size())));
     reqs.push_back(std::move(r));
   }
   return run_tool_rollouts(engine, std::move(reqs), tools::builtin_tool_runner(task.tools()),
