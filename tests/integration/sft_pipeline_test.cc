@@ -84,6 +84,26 @@ TEST(SftExpertParallel, ShardedExpertsFollowTheSameRanksWithoutThem) {
   expect_same_curve(dir, "ep2", 2, {"parallel.ep=2"}, "", "dp2");
   ASSERT_NO_FATAL_FAILURE(run_ranks(dir, "dp4", 4, {}));
   expect_same_curve(dir, "dp2_ep2", 4, {"parallel.ep=2"}, "", "dp4");
+
+  // Checkpoints keep each expert rank's optimizer state: with its last checkpoint and final model
+  // gone, a rerun resumes from step 2 and ends where the uninterrupted run did (the final eval
+  // loss follows step 3's update, which reads the restored moments).
+  const std::vector<std::string> ckpt = {"parallel.ep=2", "checkpoint.every=2", "checkpoint.keep=4",
+                                         "run.resume=true"};
+  ASSERT_NO_FATAL_FAILURE(run_ranks(dir, "ep2_resume", 2, ckpt));
+  const std::string run = dir + "/runs/ep2_resume";
+  for (const char* f : {"optimizer_ep0.pt", "optimizer_ep1.pt", "model.safetensors"}) {
+    EXPECT_TRUE(fs::exists(run + "/checkpoints/step_2/" + f)) << f;
+  }
+  fs::remove_all(run + "/checkpoints/step_3");
+  fs::remove_all(run + "/final");
+  expect_same_curve(dir, "ep2_resume", 2, ckpt, "", "dp2");
+  // Another expert parallelism cannot continue those optimizer files: one line, nothing trained.
+  fs::remove_all(run + "/checkpoints/step_3");
+  auto r = run_streamrl(
+      {"sft", "--config", dir + "/sft.yaml", "run.name=ep2_resume", "run.resume=true"});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("was written with parallel.ep = 2"), std::string::npos) << r.output;
 }
 
 TEST(SftPipeline, BadParallelConfigIsOneLine) {

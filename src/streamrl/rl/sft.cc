@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <numeric>
 #include <random>
@@ -226,6 +227,28 @@ void train_rank_share(const Demos& demos, dist::ProcessGroup& world, int budget,
   }
 }
 
+// The optimizer state files of an expert-parallel checkpoint, by expert rank.
+std::vector<std::string> ep_optimizer_files(int ep) {
+  std::vector<std::string> names;
+  for (int e = 0; e < ep; ++e) names.push_back("optimizer_ep" + std::to_string(e) + ".pt");
+  return names;
+}
+
+// A checkpoint holds the optimizer state as its run split it: resuming with another parallel.ep
+// cannot continue it (the files differ), which must not pass for a run without checkpoints.
+void check_checkpoint_parallelism(const fs::path& run_dir, int ep) {
+  const auto last = latest_checkpoint(run_dir);
+  if (!last) return;
+  const nlohmann::json state =
+      nlohmann::json::parse(core::read_file(last->dir / "trainer_state.json"), nullptr, false);
+  const int was = state.is_object() ? state.value("parallel_ep", 1) : ep;
+  if (was != ep) {
+    throw InputError(last->dir.string() + " was written with parallel.ep = " + std::to_string(was) +
+                     "; resume it with the same parallel.ep (this run has " + std::to_string(ep) +
+                     ") or choose another run.name");
+  }
+}
+
 }  // namespace
 
 double heldout_loss(model::CausalLM& model, const PromptEncoder& encoder, const tasks::Task& task,
@@ -304,11 +327,29 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
     }
   }
   const bool writer = !world || world->rank() == 0;
+  if (c.run.resume) check_checkpoint_parallelism(run_dir, c.parallel_ep);
+  // An expert-parallel run resumes before the experts are sharded: rank 0 alone reads the newest
+  // checkpoint (another rank may be on another host) into the whole model, every rank copies it
+  // and keeps its experts, and each later loads the optimizer state of its expert rank.
+  std::optional<ResumedCheckpoint> ep_resumed;
+  nlohmann::json ep_state = {{"step", 0}};
   if (c.parallel_ep > 1) {
     experts = std::make_unique<dist::ExpertDataParallel>(*world, c.parallel_ep);
     if (writer) {
       whole.emplace(model::CausalLM(model->config(), c.run.seed));
       place_trained_model(*whole, c.run, c.dtype);
+    }
+    if (c.run.resume) {
+      if (writer) {
+        ep_resumed = resume_training_checkpoint(run_dir, model, ep_optimizer_files(c.parallel_ep));
+        if (ep_resumed) ep_state = ep_resumed->state;
+      }
+      ep_state = nlohmann::json::parse(world->broadcast_bytes_from_rank0(ep_state.dump()));
+      if (ep_state.at("step").get<int64_t>() > 0) {
+        torch::NoGradGuard no_grad;
+        std::vector<torch::Tensor> params = model->parameters();
+        world->broadcast_from_rank0(params);
+      }
     }
     model::shard_experts(*model, experts->experts());  // before the optimizer sees the parameters
   }
@@ -343,21 +384,26 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
   // 2. Resume from the newest checkpoint of this run, if any.
   int64_t start_step = 0;
   double loss_value = 0, train_s = 0;
-  if (c.run.resume && experts && latest_checkpoint(run_dir)) {
-    throw InputError(run_dir.string() + " has checkpoints to resume, but with parallel.ep > 1 " +
-                     "each rank's optimizer holds only its experts' state, which checkpoints do " +
-                     "not keep yet: choose another run.name");
-  }
-  if (c.run.resume) {
-    if (auto ck = resume_training_checkpoint(run_dir, model, *optimizer)) {
-      const nlohmann::json& state = ck->state;
-      start_step = state.at("step").get<int64_t>();
-      loss_value = state.value("loss", 0.0);
-      train_s = state.value("train_seconds", 0.0);
-      if (state.contains("data_order")) data.restore(state["data_order"]);
-      SLOG(kInfo) << "resuming " << run_dir.string() << " from step " << start_step;
+  std::optional<nlohmann::json> resumed;
+  if (experts && ep_state.at("step").get<int64_t>() > 0) {
+    for (int e = 0; e < c.parallel_ep; ++e) {  // expert rank e's state, to the ranks holding e
+      const std::string bytes = world->broadcast_bytes_from_rank0(
+          writer ? ep_resumed->optimizer_states[static_cast<size_t>(e)] : std::string());
+      if (experts->layout().ep_rank() == e) load_optimizer_bytes(*optimizer, bytes);
     }
-  } else if (latest_checkpoint(run_dir)) {
+    resumed = ep_state;
+  } else if (c.run.resume && !experts) {
+    if (auto ck = resume_training_checkpoint(run_dir, model, *optimizer)) resumed = ck->state;
+  }
+  if (resumed) {
+    const nlohmann::json& state = *resumed;
+    start_step = state.at("step").get<int64_t>();
+    loss_value = state.value("loss", 0.0);
+    train_s = state.value("train_seconds", 0.0);
+    if (state.contains("data_order")) data.restore(state["data_order"]);
+    SLOG(kInfo) << "resuming " << run_dir.string() << " from step " << start_step;
+  }
+  if (!c.run.resume && latest_checkpoint(run_dir)) {
     throw InputError(run_dir.string() +
                      " already has checkpoints; set run.resume=true to continue " +
                      "it or choose another run.name");
@@ -366,15 +412,28 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
   std::optional<telemetry::MetricsLog> metrics;
   if (writer) metrics.emplace(run_dir / "metrics.jsonl", start_step);
 
-  // Expert parallelism writes only the final model (each rank holds its experts' optimizer state).
+  // Under expert parallelism every rank takes part: the experts are gathered into rank 0's whole
+  // model and each expert rank's optimizer state (replica 0's, which the others equal) into a
+  // file of its own.
   auto checkpoint = [&](int64_t step) {
-    if (!writer || experts) return;
-    save_training_checkpoint(run_dir, step, model, tok->to_json(), *optimizer,
-                             {{"step", step},
-                              {"kind", "sft"},
-                              {"loss", loss_value},
-                              {"train_seconds", train_s},
-                              {"data_order", data.state()}},
+    const nlohmann::json state = {{"step", step},
+                                  {"kind", "sft"},
+                                  {"loss", loss_value},
+                                  {"train_seconds", train_s},
+                                  {"data_order", data.state()},
+                                  {"parallel_ep", c.parallel_ep}};
+    if (experts) {
+      model::CausalLM& m = saved_model();
+      const std::vector<std::string> states = world->all_gather_bytes(optimizer_bytes(*optimizer));
+      if (!writer) return;
+      const std::vector<std::string> names = ep_optimizer_files(c.parallel_ep);
+      std::map<std::string, std::string> files;
+      for (size_t e = 0; e < names.size(); ++e) files[names[e]] = states[e];  // ranks 0 .. ep-1
+      save_training_checkpoint(run_dir, step, m, tok->to_json(), files, state, c.checkpoint.keep);
+      return;
+    }
+    if (!writer) return;
+    save_training_checkpoint(run_dir, step, model, tok->to_json(), *optimizer, state,
                              c.checkpoint.keep);
   };
 

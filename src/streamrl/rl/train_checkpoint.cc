@@ -81,10 +81,18 @@ fs::path save_training_checkpoint(const fs::path& run_dir, int64_t step, model::
                                   const std::string& tokenizer_json,
                                   torch::optim::Optimizer& optimizer, const nlohmann::json& state,
                                   int keep) {
+  return save_training_checkpoint(run_dir, step, model, tokenizer_json,
+                                  {{"optimizer.pt", optimizer_bytes(optimizer)}}, state, keep);
+}
+
+fs::path save_training_checkpoint(const fs::path& run_dir, int64_t step, model::CausalLM& model,
+                                  const std::string& tokenizer_json,
+                                  const std::map<std::string, std::string>& optimizer_files,
+                                  const nlohmann::json& state, int keep) {
   fs::path dir = run_dir / "checkpoints" / ("step_" + std::to_string(step));
-  model::save_checkpoint(
-      dir, model, tokenizer_json,
-      {{"optimizer.pt", optimizer_bytes(optimizer)}, {"trainer_state.json", state.dump(2) + "\n"}});
+  std::map<std::string, std::string> files = optimizer_files;
+  files["trainer_state.json"] = state.dump(2) + "\n";
+  model::save_checkpoint(dir, model, tokenizer_json, files);
   if (keep > 0) {
     auto all = list_checkpoints(run_dir);
     for (size_t i = 0; i + keep < all.size(); ++i) fs::remove_all(all[i].dir);
@@ -93,9 +101,25 @@ fs::path save_training_checkpoint(const fs::path& run_dir, int64_t step, model::
   return dir;
 }
 
-std::optional<ResumedCheckpoint> resume_training_checkpoint(const fs::path& run_dir,
-                                                            model::CausalLM& model,
-                                                            torch::optim::Optimizer& optimizer) {
+namespace {
+
+nlohmann::json read_trainer_state(const fs::path& dir) {
+  nlohmann::json state =
+      nlohmann::json::parse(core::read_file(dir / "trainer_state.json"), nullptr, false);
+  if (state.is_discarded() || !state.is_object()) {
+    throw InputError((dir / "trainer_state.json").string() + ": not a JSON object");
+  }
+  if (!state.contains("step") || !state["step"].is_number_integer()) {
+    throw InputError((dir / "trainer_state.json").string() + ": no integer 'step'");
+  }
+  return state;
+}
+
+// The newest checkpoint whose weights, state and optimizer (`read_optimizer(dir, &resumed)`,
+// InputError when it does not read) all read back; its weights are loaded into `model` last.
+template <class ReadOptimizer>
+std::optional<ResumedCheckpoint> resume_newest(const fs::path& run_dir, model::CausalLM& model,
+                                               ReadOptimizer&& read_optimizer) {
   remove_stray_temp_dirs(run_dir);
   auto all = list_checkpoints(run_dir);
   for (auto it = all.rbegin(); it != all.rend(); ++it) {
@@ -103,12 +127,10 @@ std::optional<ResumedCheckpoint> resume_training_checkpoint(const fs::path& run_
       // Everything is read and checked before the model changes (load_weights checks first).
       auto weights = model::read_safetensors_dir(it->dir);
       model::check_weights(model, weights, it->dir.string());
-      nlohmann::json state = load_training_state(it->dir, optimizer);
-      if (!state.contains("step") || !state["step"].is_number_integer()) {
-        throw InputError((it->dir / "trainer_state.json").string() + ": no integer 'step'");
-      }
+      ResumedCheckpoint resumed{*it, read_trainer_state(it->dir), {}};
+      read_optimizer(it->dir, &resumed);
       model::load_weights(model, weights, it->dir.string());
-      return ResumedCheckpoint{*it, std::move(state)};
+      return resumed;
     } catch (const InputError& e) {
       SLOG(kWarn) << "skipping unreadable checkpoint " << it->dir.string() << ": " << e.what();
     }
@@ -116,12 +138,29 @@ std::optional<ResumedCheckpoint> resume_training_checkpoint(const fs::path& run_
   return std::nullopt;
 }
 
+}  // namespace
+
+std::optional<ResumedCheckpoint> resume_training_checkpoint(const fs::path& run_dir,
+                                                            model::CausalLM& model,
+                                                            torch::optim::Optimizer& optimizer) {
+  return resume_newest(run_dir, model, [&](const fs::path& dir, ResumedCheckpoint*) {
+    load_training_state(dir, optimizer);
+  });
+}
+
+std::optional<ResumedCheckpoint> resume_training_checkpoint(
+    const fs::path& run_dir, model::CausalLM& model,
+    const std::vector<std::string>& optimizer_files) {
+  return resume_newest(run_dir, model, [&](const fs::path& dir, ResumedCheckpoint* resumed) {
+    for (const std::string& name : optimizer_files) {
+      if (!fs::exists(dir / name)) throw InputError((dir / name).string() + ": missing");
+      resumed->optimizer_states.push_back(core::read_file(dir / name));
+    }
+  });
+}
+
 nlohmann::json load_training_state(const fs::path& dir, torch::optim::Optimizer& optimizer) {
-  std::string state_text = core::read_file(dir / "trainer_state.json");
-  nlohmann::json state = nlohmann::json::parse(state_text, nullptr, false);
-  if (state.is_discarded() || !state.is_object()) {
-    throw InputError((dir / "trainer_state.json").string() + ": not a JSON object");
-  }
+  nlohmann::json state = read_trainer_state(dir);
   try {
     load_optimizer_bytes(optimizer, core::read_file(dir / "optimizer.pt"));
   } catch (const InputError& e) {

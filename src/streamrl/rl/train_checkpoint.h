@@ -6,8 +6,11 @@
 #include <torch/torch.h>
 
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "streamrl/model/transformer.h"
 
@@ -24,6 +27,8 @@ std::optional<CheckpointRef> latest_checkpoint(const std::filesystem::path& run_
 struct ResumedCheckpoint {
   CheckpointRef ref;
   nlohmann::json state;  // its trainer_state.json
+  // The overload with optimizer files: their bytes, in the order asked for.
+  std::vector<std::string> optimizer_states;
 };
 
 // Resumes from the newest checkpoint of `run_dir` that reads back whole: its weights go into
@@ -34,6 +39,12 @@ std::optional<ResumedCheckpoint> resume_training_checkpoint(const std::filesyste
                                                             model::CausalLM& model,
                                                             torch::optim::Optimizer& optimizer);
 
+// As above for a run whose ranks each hold part of the optimizer state (expert parallelism): the
+// checkpoint's files `optimizer_files` are read back, not loaded, into optimizer_states.
+std::optional<ResumedCheckpoint> resume_training_checkpoint(
+    const std::filesystem::path& run_dir, model::CausalLM& model,
+    const std::vector<std::string>& optimizer_files);
+
 // Writes <run_dir>/checkpoints/step_<step>/ atomically, then deletes all but the newest `keep`
 // step directories (keep <= 0 keeps all) and any temp directory a killed writer left behind.
 // Returns the directory written.
@@ -42,6 +53,11 @@ std::filesystem::path save_training_checkpoint(const std::filesystem::path& run_
                                                const std::string& tokenizer_json,
                                                torch::optim::Optimizer& optimizer,
                                                const nlohmann::json& state, int keep);
+// As above with the optimizer state as files (name -> bytes), e.g. one per expert rank.
+std::filesystem::path save_training_checkpoint(
+    const std::filesystem::path& run_dir, int64_t step, model::CausalLM& model,
+    const std::string& tokenizer_json, const std::map<std::string, std::string>& optimizer_files,
+    const nlohmann::json& state, int keep);
 
 // Loads the optimizer state of `dir` into `optimizer` (built over the same parameters) and returns
 // trainer_state.json. Throws InputError when a file is missing or corrupt.
