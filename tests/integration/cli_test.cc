@@ -2,6 +2,7 @@
 // and deterministic generation.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -82,7 +83,8 @@ TEST(Cli, BadCheckpointsGiveOneLineErrors) {
 // The agentic task end to end through the CLI: SFT on its tool-calling demonstrations (120 steps:
 // the tiny model learns the call format, about one call per problem, not yet the answers), eval
 // with multi-turn tool rollouts, bench workflow, and RL over multi-turn rollouts in a colocated and
-// a streamed run (the tool results in the context, out of the loss).
+// a streamed run (the tool results in the context, out of the loss), also with a `streamrl serve`
+// instance generating.
 TEST(Cli, AgenticTaskSftsEvaluatesAndTrainsWithTools) {
   const std::string dir = testing_util::fresh_temp_dir("cli_agentic");
   auto r =
@@ -136,10 +138,21 @@ TEST(Cli, AgenticTaskSftsEvaluatesAndTrainsWithTools) {
     std::cout << "[agentic] " << mode << ": " << turns / iterations << " turns and "
               << calls / iterations << " tool calls per sample\n";
   }
-  // Remote serve instances do not run tools: refused in one line.
-  expect_input_error(
-      {"train", "--config", dir + "/rl.yaml", "mode=stream", "sgs.urls=[http://127.0.0.1:1]"},
-      "remove sgs.urls");
+  // A `streamrl serve` instance runs the same rollouts when a remote trainer asks for them.
+  testing_util::ServeProcess serve(ckpt);
+  const std::string url = serve.wait_for_url();
+  ASSERT_FALSE(url.empty());
+  r = run_streamrl({"train", "--config", dir + "/rl.yaml", "mode=stream", "run.name=rl_remote",
+                    "sgs.urls=[" + url + "]", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  double remote_turns = 0;
+  std::ifstream remote_metrics(dir + "/runs/rl_remote/metrics.jsonl");
+  for (std::string line; std::getline(remote_metrics, line);) {
+    const auto m = nlohmann::json::parse(line);
+    if (!m.contains("tools")) continue;
+    remote_turns = std::max(remote_turns, m["tools"]["turns_per_sample"].get<double>());
+  }
+  EXPECT_GT(remote_turns, 1.0) << "the serve instance ran one-turn rollouts";
   fs::remove_all(dir);
 }
 

@@ -63,6 +63,30 @@ TEST(NativeApi, ErrorsNameTheRequest) {
   expect_error({{"requests", {{{"prompt", "a"}, {"top_k", -1}}}}}, "requests[0]: 'top_k'");
   expect_error({{"requests", {{{"prompt", "a"}, {"max_tokens", 3}}}}},
                "unknown field 'max_tokens'");
+  expect_error({{"requests", {{{"prompt", "a"}, {"tools", {"nope"}}}}}}, "nope");
+  expect_error({{"requests", {{{"prompt", "a"}, {"tools", nlohmann::json::array()}}}}},
+               "requests[0]: 'tools' must be a non-empty array");
+  expect_error({{"requests", {{{"prompt", "a"}, {"max_turns", 2}}}}}, "'max_turns' needs 'tools'");
+  expect_error({{"requests", {{{"prompt", "a"}, {"tools", {"calc"}}, {"max_turns", 0}}}}},
+               "'max_turns'");
+}
+
+// "tools": the engine runs each sample's rollout (a turn with a call gets the tool's result
+// appended); a request without them runs one turn.
+TEST(NativeApi, ToolsMakeTheEngineRunTheRollout) {
+  auto tok = tokenizer::make_tokenizer("char");
+  nlohmann::json body = {
+      {"requests", {{{"prompt", "a"}, {"tools", {"calc"}}, {"max_turns", 3}}, {{"prompt", "a"}}}}};
+  GenerateRequest r = parse_generate_request(body.dump(), *tok);
+  ASSERT_TRUE(r.jobs[0].on_turn);
+  EXPECT_FALSE(r.jobs[1].on_turn);
+  engine::Sample turn;
+  turn.output_ids =
+      tok->encode(R"(<tool_call>{"name":"calc","arguments":{"expression":"6*7"}}</tool_call>)");
+  turn.finish_reason = engine::FinishReason::kStop;
+  EXPECT_EQ(tok->decode(r.jobs[0].on_turn(turn, 0)), "<tool_response>42</tool_response>");
+  turn.turns = 3;  // max_turns reached
+  EXPECT_TRUE(r.jobs[0].on_turn(turn, 0).empty());
 }
 
 TEST(NativeApi, SampleLineCarriesTheSampleRecord) {
@@ -85,6 +109,12 @@ TEST(NativeApi, SampleLineCarriesTheSampleRecord) {
   for (const char* key : {"prompt_ids", "output_ids", "queue_s", "prefill_s", "decode_s"}) {
     EXPECT_TRUE(line.contains(key)) << key;
   }
+  EXPECT_FALSE(line.contains("sampled_mask")) << "a one-turn sample";
+  s.sampled_mask = {1, 0};
+  s.turns = 2;
+  line = sample_line("q", s, *tok);
+  EXPECT_EQ(line["sampled_mask"], nlohmann::json({1, 0}));
+  EXPECT_EQ(line["turns"], 2);
 }
 
 }  // namespace

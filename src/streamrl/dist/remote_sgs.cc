@@ -45,25 +45,38 @@ engine::Sample sample_of(const nlohmann::json& j) {
   s.queue_s = j.value("queue_s", 0.0);
   s.prefill_s = j.value("prefill_s", 0.0);
   s.decode_s = j.value("decode_s", 0.0);
+  if (j.contains("sampled_mask")) {
+    s.sampled_mask = j.at("sampled_mask").get<std::vector<uint8_t>>();
+    s.turns = j.value("turns", 1);
+    if (s.sampled_mask.size() != s.output_ids.size()) {
+      throw InputError("sampled_mask has " + std::to_string(s.sampled_mask.size()) +
+                       " entries for " + std::to_string(s.output_ids.size()) + " output tokens");
+    }
+  }
   return s;
 }
 
-nlohmann::json request_json(const engine::Request& r) {
+nlohmann::json request_json(const engine::Request& r, const RemoteSgsOptions& options) {
   const auto& p = r.params;
   const uint64_t seed = p.seed ^ (static_cast<uint64_t>(r.request_id) * 0x9E3779B97F4A7C15ull +
                                   0x632BE59BD9B4E019ull);
   // ignore_eos: the request's stop ids are the whole list, as for an in-process engine.
-  return {{"id", r.request_id},
-          {"prompt_ids", r.prompt_ids},
-          {"n", r.n},
-          {"max_new_tokens", p.max_new_tokens},
-          {"temperature", p.temperature},
-          {"top_p", p.top_p},
-          {"top_k", p.top_k},
-          {"seed", seed},
-          {"stop_token_ids", p.stop_token_ids},
-          {"length_estimate", r.length_estimate},
-          {"ignore_eos", true}};
+  nlohmann::json j = {{"id", r.request_id},
+                      {"prompt_ids", r.prompt_ids},
+                      {"n", r.n},
+                      {"max_new_tokens", p.max_new_tokens},
+                      {"temperature", p.temperature},
+                      {"top_p", p.top_p},
+                      {"top_k", p.top_k},
+                      {"seed", seed},
+                      {"stop_token_ids", p.stop_token_ids},
+                      {"length_estimate", r.length_estimate},
+                      {"ignore_eos", true}};
+  if (!options.tools.empty()) {
+    j["tools"] = options.tools;
+    j["max_turns"] = options.max_turns;
+  }
+  return j;
 }
 
 // The message of an {"error": {"message": ...}} body, or the body itself.
@@ -149,7 +162,7 @@ void RemoteSgsClient::submit(std::vector<engine::Request> requests) {
     nlohmann::json list = nlohmann::json::array();
     for (size_t i = begin; i < end; ++i) {
       engine::Request& r = requests[i];
-      list.push_back(request_json(r));
+      list.push_back(request_json(r, options_));
       stream->ids.push_back(r.request_id);
       Pending p;
       p.delivered.assign(r.n, false);

@@ -47,6 +47,10 @@ struct RemoteSgsOptions {
   double health_interval_s = 3;
   size_t max_bucket_bytes = size_t{8} << 20;  // weight bucket size; the server takes up to 64 MiB
   size_t max_requests_per_post = 64;          // a larger batch goes out as several streams
+  // A tool-using task's built-in tools: every request is a multi-turn rollout that the instance
+  // runs to its end (each turn capped at max_new_tokens, at most max_turns replies).
+  std::vector<std::string> tools;
+  int max_turns = 8;
 
   // Reads connect_timeout_s, stream_idle_timeout_s, weight_timeout_s, health_timeout_s and
   // health_interval_s of `section` (a run config's `sgs:`) over the defaults; InputError for a

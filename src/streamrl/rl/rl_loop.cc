@@ -7,9 +7,9 @@
 
 #include "streamrl/core/clock.h"
 #include "streamrl/core/errors.h"
+#include "streamrl/engine/tool_turns.h"
 #include "streamrl/rl/advantages.h"
 #include "streamrl/rl/mini_batch_step.h"
-#include "streamrl/rl/tool_rollout.h"
 #include "streamrl/rl/train_checkpoint.h"
 #include "streamrl/tasks/verifiers.h"
 #include "streamrl/tools/builtin_tools.h"
@@ -48,7 +48,7 @@ RlLoop::RlLoop(const RlRunConfig& c, const tasks::Task& task, const PromptEncode
               (c.dynamic_sampling.enabled ? world_ * c.dynamic_sampling.max_refills : 0)),
       curriculum_(c.data.curriculum) {
   if (!task.tools().empty()) {
-    tool_turns_ = tool_turns(
+    tool_turns_ = engine::tool_turns(
         std::make_shared<const tools::ToolRunner>(tools::builtin_tool_runner(task.tools())),
         prompts.tokenizer(), c.max_turns);
   }

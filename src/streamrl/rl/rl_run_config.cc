@@ -68,15 +68,10 @@ RlRunConfig RlRunConfig::from_config(const core::Config& root) {
   if (!c.sgs_urls.empty() && !core::traits(c.mode).dedicated_generator) {
     throw InputError("sgs.urls: remote generation needs a dedicated mode (disagg, stream, async)");
   }
-  // Tool rollouts run inside in-process engines (rl/tool_rollout.h); a serve instance would
-  // score a tool-calling policy's first call as its answer without a word.
-  if (!c.sgs_urls.empty() && c.data.jsonl.empty() &&
-      !tasks::get_task(c.data.task).tools().empty()) {
-    throw InputError("data.task '" + c.data.task +
-                     "' uses tools, whose multi-turn rollouts run in in-process engines only: "
-                     "remove sgs.urls");
-  }
   if (c.max_turns < 1) throw InputError("rollout.max_turns must be >= 1");
+  // A tool-using task's rollouts run inside the engines; remote ones are told the tools.
+  if (c.data.jsonl.empty()) c.sgs_remote.tools = tasks::get_task(c.data.task).tools();
+  c.sgs_remote.max_turns = c.max_turns;
   if (c.trainer_threads < 1 || c.max_staleness < 0 || !(c.sample_timeout_s > 0)) {
     throw InputError(
         "resources.trainer_threads must be >= 1, async.max_staleness >= 0 and "

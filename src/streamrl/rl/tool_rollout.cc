@@ -8,8 +8,6 @@
 #include "streamrl/core/clock.h"
 #include "streamrl/core/errors.h"
 #include "streamrl/tools/builtin_tools.h"
-#include "streamrl/tools/tool_call_parser.h"
-#include "streamrl/tools/tool_turn.h"
 
 namespace streamrl::rl {
 namespace {
@@ -40,34 +38,6 @@ void append_turn(engine::Sample* t, const std::vector<int32_t>& appended, engine
 }
 
 }  // namespace
-
-std::optional<ToolTurn> next_tool_turn(const std::string& reply, bool stopped, int turns,
-                                       int max_turns, const tools::ToolRunner& runner,
-                                       const tokenizer::Tokenizer& tok) {
-  const std::vector<tools::ToolCall> calls = tools::parse_tool_calls(reply);
-  if (calls.empty() || !stopped || turns >= max_turns) return std::nullopt;
-  ToolTurn next;
-  std::vector<tools::ToolResult> results;
-  for (const tools::ToolCall& call : calls) {
-    results.push_back(runner.call(call));
-    next.calls += 1;
-    next.errors += results.back().status != tools::ToolStatus::kOk;
-  }
-  next.appended = tok.encode(tools::render_plain_tool_turn(results));
-  return next;
-}
-
-engine::TurnCallback tool_turns(std::shared_ptr<const tools::ToolRunner> runner,
-                                const tokenizer::Tokenizer& tok, int max_turns) {
-  return [runner = std::move(runner), &tok, max_turns](const engine::Sample& s, size_t turn_start) {
-    const size_t start = std::min(turn_start, s.output_ids.size());
-    const std::string reply = tok.decode(std::vector<int32_t>(
-        s.output_ids.begin() + static_cast<std::ptrdiff_t>(start), s.output_ids.end()));
-    const std::optional<ToolTurn> next = next_tool_turn(
-        reply, s.finish_reason == engine::FinishReason::kStop, s.turns, max_turns, *runner, tok);
-    return next ? next->appended : std::vector<int32_t>{};
-  };
-}
 
 std::vector<ToolRollout> run_tool_rollouts(engine::Engine& engine,
                                            std::vector<engine::Request> requests,
@@ -144,8 +114,8 @@ std::vector<ToolRollout> run_tool_rollouts(engine::Engine& engine,
         }
         turns = ro.trajectory.turns;
       }
-      std::optional<ToolTurn> tool_turn =
-          next_tool_turn(reply, stopped, turns, config.max_turns, runner, tok);
+      std::optional<engine::ToolTurn> tool_turn =
+          engine::next_tool_turn(reply, stopped, turns, config.max_turns, runner, tok);
       if (!tool_turn) {
         finish(key, ro, std::move(s));
         continue;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "streamrl/engine/engine.h"
+#include "streamrl/engine/tool_turns.h"
 #include "streamrl/rl/sequences.h"
 #include "streamrl/tasks/task.h"
 #include "streamrl/tokenizer/tokenizer.h"
@@ -35,25 +36,6 @@ struct ToolRollout {
   int tool_errors = 0;  // calls answered with an error (malformed, unknown tool, timeout, ...)
   double seconds = 0;   // from run_tool_rollouts' start to this rollout's end
 };
-
-// What follows a finished turn of a tool-using rollout: the calls in `reply` (the turn's text) run
-// through `runner`, their results rendered as the next user-side tokens. nullopt ends the rollout:
-// no call, a turn cut off by its cap (`stopped` false), or `turns` already at max_turns.
-struct ToolTurn {
-  std::vector<int32_t> appended;
-  int calls = 0;
-  int errors = 0;  // calls answered with an error
-};
-std::optional<ToolTurn> next_tool_turn(const std::string& reply, bool stopped, int turns,
-                                       int max_turns, const tools::ToolRunner& runner,
-                                       const tokenizer::Tokenizer& tok);
-
-// An engine::TurnCallback (Request::on_turn) that runs tool rollouts to their end inside the
-// engine, wherever it runs (the trainer's thread or an SGS instance's): the RL loop's way, so the
-// generator, the pool and the trainer see only whole trajectories. Tools run on the engine thread,
-// each bounded by the runner's timeout. `tok` must outlive the engines.
-engine::TurnCallback tool_turns(std::shared_ptr<const tools::ToolRunner> runner,
-                                const tokenizer::Tokenizer& tok, int max_turns);
 
 // Runs `requests` (prompt ids, n, sampling params; hold_kv and the callbacks are set here, and
 // params.max_new_tokens caps every turn) to the end of their rollouts on `engine`, stepping

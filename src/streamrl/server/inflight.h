@@ -21,6 +21,9 @@ struct PromptJob {
   int n = 1;
   engine::SamplingParams params;
   double length_estimate = 0;  // for LPT admission
+  // Native API "tools": the engine runs each sample's tool rollout to its end
+  // (engine/tool_turns.h).
+  engine::TurnCallback on_turn;
 };
 
 // What a request's sampling fields default to when the client leaves them out: the checkpoint's

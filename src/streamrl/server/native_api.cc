@@ -4,7 +4,9 @@
 #include <limits>
 
 #include "streamrl/core/errors.h"
+#include "streamrl/engine/tool_turns.h"
 #include "streamrl/server/json_fields.h"
+#include "streamrl/tools/builtin_tools.h"
 
 namespace streamrl::server {
 namespace {
@@ -15,7 +17,7 @@ PromptJob parse_job(const nlohmann::json& r, const tokenizer::Tokenizer& tok,
   reject_unknown_fields(
       r,
       {"id", "prompt", "prompt_ids", "n", "max_new_tokens", "temperature", "top_p", "top_k", "seed",
-       "stop_token_ids", "length_estimate", "ignore_eos"},
+       "stop_token_ids", "length_estimate", "ignore_eos", "tools", "max_turns"},
       where);
   const bool has_text = r.contains("prompt") && !r["prompt"].is_null();
   const bool has_ids = r.contains("prompt_ids") && !r["prompt_ids"].is_null();
@@ -46,6 +48,24 @@ PromptJob parse_job(const nlohmann::json& r, const tokenizer::Tokenizer& tok,
       job.params.stop_token_ids = token_ids(r["stop_token_ids"], "stop_token_ids");
     }
     job.length_estimate = number_field(r, "length_estimate", 0, 0, kNoLimit);
+    // Multi-turn tool rollouts with built-in tools (each turn capped at max_new_tokens): the
+    // trainer's remote generation of a tool-using task.
+    if (r.contains("tools") && !r["tools"].is_null()) {
+      if (!r["tools"].is_array() || r["tools"].empty()) {
+        throw InputError("'tools' must be a non-empty array of built-in tool names");
+      }
+      std::vector<std::string> names;
+      for (const auto& name : r["tools"]) {
+        if (!name.is_string()) throw InputError("'tools' must hold tool names (strings)");
+        names.push_back(name.get<std::string>());
+      }
+      const int max_turns = static_cast<int>(int_field(r, "max_turns", 8, 1, 1 << 10));
+      job.on_turn = engine::tool_turns(
+          std::make_shared<const tools::ToolRunner>(tools::builtin_tool_runner(names)), tok,
+          max_turns);
+    } else if (r.contains("max_turns") && !r["max_turns"].is_null()) {
+      throw InputError("'max_turns' needs 'tools'");
+    }
     if (!bool_field(r, "ignore_eos", false)) {
       add_stop_ids(&job.params.stop_token_ids, request_defaults.stop_token_ids, tok.eos_id());
     }
@@ -81,17 +101,22 @@ GenerateRequest parse_generate_request(std::string_view body, const tokenizer::T
 
 nlohmann::json sample_line(const nlohmann::json& id, const engine::Sample& s,
                            const tokenizer::Tokenizer& tok) {
-  return {{"id", id},
-          {"sample_index", s.sample_index},
-          {"prompt_ids", s.prompt_ids},
-          {"output_ids", s.output_ids},
-          {"text", tok.decode(s.output_ids)},
-          {"logprobs", s.logprobs},
-          {"finish_reason", engine::to_string(s.finish_reason)},
-          {"weight_version", s.weight_version},
-          {"queue_s", s.queue_s},
-          {"prefill_s", s.prefill_s},
-          {"decode_s", s.decode_s}};
+  nlohmann::json line = {{"id", id},
+                         {"sample_index", s.sample_index},
+                         {"prompt_ids", s.prompt_ids},
+                         {"output_ids", s.output_ids},
+                         {"text", tok.decode(s.output_ids)},
+                         {"logprobs", s.logprobs},
+                         {"finish_reason", engine::to_string(s.finish_reason)},
+                         {"weight_version", s.weight_version},
+                         {"queue_s", s.queue_s},
+                         {"prefill_s", s.prefill_s},
+                         {"decode_s", s.decode_s}};
+  if (!s.sampled_mask.empty()) {  // a multi-turn rollout: which output tokens the model sampled
+    line["sampled_mask"] = s.sampled_mask;
+    line["turns"] = s.turns;
+  }
+  return line;
 }
 
 }  // namespace streamrl::server

@@ -1,6 +1,7 @@
 // The native batch API (`POST /generate`) for a trainer's remote SGS client: prompts as text or
 // token ids, and every finished sample streamed back as one JSON line carrying the Sample record
-// unchanged (ids, log-probs, finish reason, weight version, timings).
+// unchanged (ids, log-probs, finish reason, weight version, timings; a multi-turn rollout's
+// sampled_mask and turns).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -21,11 +22,13 @@ struct GenerateRequest {
 };
 
 // Parses {"run_id"?, "requests": [{"id", "prompt" | "prompt_ids", "n", "max_new_tokens",
-// "temperature", "top_p", "top_k", "seed", "stop_token_ids", "length_estimate", "ignore_eos"},
-// ...]}. Absent temperature/top_p/top_k take `defaults`, other fields those of
-// engine::SamplingParams; a text prompt becomes tokenizer::encode_prompt(text); EOS and
-// defaults.stop_token_ids stop unless "ignore_eos" (for fixed-length benchmarks). Throws InputError
-// with one line naming the request and field.
+// "temperature", "top_p", "top_k", "seed", "stop_token_ids", "length_estimate", "ignore_eos",
+// "tools", "max_turns"}, ...]}. Absent temperature/top_p/top_k take `defaults`, other fields those
+// of engine::SamplingParams; a text prompt becomes tokenizer::encode_prompt(text); EOS and
+// defaults.stop_token_ids stop unless "ignore_eos" (for fixed-length benchmarks). "tools" (built-in
+// tool names) makes each sample a multi-turn tool rollout the engine runs to its end
+// (engine/tool_turns.h; at most "max_turns" replies, default 8). Throws InputError with one line
+// naming the request and field.
 GenerateRequest parse_generate_request(std::string_view body, const tokenizer::Tokenizer& tok,
                                        const RequestDefaults& defaults = {});
 

@@ -1,0 +1,37 @@
+// Tool-using rollouts run by the engine itself (Request::on_turn): when a turn ends, its tool calls
+// run and their rendered results become the next turn's prefill. The RL trainer's generators and
+// `streamrl serve` (the native API's "tools") use the same rule, so a rollout is the same wherever
+// it runs.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "streamrl/engine/engine.h"
+#include "streamrl/tokenizer/tokenizer.h"
+#include "streamrl/tools/tool.h"
+
+namespace streamrl::engine {
+
+// What follows a finished turn of a tool-using rollout: the calls in `reply` (the turn's text) run
+// through `runner`, their results rendered as the next user-side tokens. nullopt ends the rollout:
+// no call, a turn cut off by its cap (`stopped` false), or `turns` already at max_turns.
+struct ToolTurn {
+  std::vector<int32_t> appended;
+  int calls = 0;
+  int errors = 0;  // calls answered with an error
+};
+std::optional<ToolTurn> next_tool_turn(const std::string& reply, bool stopped, int turns,
+                                       int max_turns, const tools::ToolRunner& runner,
+                                       const tokenizer::Tokenizer& tok);
+
+// A TurnCallback that runs tool rollouts to their end inside the engine, wherever it runs (the
+// trainer's thread, an SGS instance's, a server's): the generator, the pool and the trainer see
+// only whole trajectories. Tools run on the engine thread, each bounded by the runner's timeout.
+// `tok` must outlive the engines.
+TurnCallback tool_turns(std::shared_ptr<const tools::ToolRunner> runner,
+                        const tokenizer::Tokenizer& tok, int max_turns);
+
+}  // namespace streamrl::engine
