@@ -334,7 +334,9 @@ void RlLoop::record(const ScoredSample& s, IterationStats* st) {
   st->lengths.push_back(static_cast<double>(s.sample.output_ids.size()));
   st->zero_advantage.push_back(s.advantage == 0.0);
   st->versions.push_back(s.sample.weight_version);
-  st->generated_tokens += static_cast<int64_t>(s.sample.output_ids.size());
+  const auto& mask = s.sample.sampled_mask;  // a tool rollout's appended results were not generated
+  st->generated_tokens += mask.empty() ? static_cast<int64_t>(s.sample.output_ids.size())
+                                       : std::count(mask.begin(), mask.end(), uint8_t{1});
 }
 
 }  // namespace streamrl::rl
