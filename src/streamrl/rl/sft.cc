@@ -413,8 +413,8 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
   if (writer) metrics.emplace(run_dir / "metrics.jsonl", start_step);
 
   // Under expert parallelism every rank takes part: the experts are gathered into rank 0's whole
-  // model and each expert rank's optimizer state (replica 0's, which the others equal) into a
-  // file of its own.
+  // model, and replica 0's ranks (whose states the other replicas equal) gather their optimizer
+  // states for rank 0 to write one file per expert rank.
   auto checkpoint = [&](int64_t step) {
     const nlohmann::json state = {{"step", step},
                                   {"kind", "sft"},
@@ -424,7 +424,9 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
                                   {"parallel_ep", c.parallel_ep}};
     if (experts) {
       model::CausalLM& m = saved_model();
-      const std::vector<std::string> states = world->all_gather_bytes(optimizer_bytes(*optimizer));
+      if (experts->layout().dp_rank() != 0) return;
+      const std::vector<std::string> states =
+          experts->experts()->group().all_gather_bytes(optimizer_bytes(*optimizer));
       if (!writer) return;
       const std::vector<std::string> names = ep_optimizer_files(c.parallel_ep);
       std::map<std::string, std::string> files;
@@ -571,7 +573,8 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
 
   // 4. Final checkpoint (also as <run>/final for a stable path) and held-out evaluation.
   checkpoint(c.steps);
-  model::CausalLM& final_model = saved_model();
+  // Under expert parallelism checkpoint() has just gathered the experts into `whole`.
+  model::CausalLM& final_model = whole ? *whole : model;
   if (writer) {
     model::save_checkpoint(run_dir / "final", final_model, tok->to_json(),
                            model::checkpoint_side_files(c.init_from));

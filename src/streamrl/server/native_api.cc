@@ -2,6 +2,9 @@
 #include "streamrl/server/native_api.h"
 
 #include <limits>
+#include <map>
+#include <memory>
+#include <mutex>
 
 #include "streamrl/core/errors.h"
 #include "streamrl/engine/tool_turns.h"
@@ -10,6 +13,19 @@
 
 namespace streamrl::server {
 namespace {
+
+// One runner per set of tool names for the whole process, so its bound on abandoned (hung) calls
+// holds across requests rather than per request.
+std::shared_ptr<const tools::ToolRunner> shared_tool_runner(const std::vector<std::string>& names) {
+  static std::mutex mu;
+  static std::map<std::vector<std::string>, std::shared_ptr<const tools::ToolRunner>> runners;
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = runners.find(names); it != runners.end()) return it->second;
+  // Built before it is kept: an unknown name throws and leaves nothing behind.
+  auto runner = std::make_shared<const tools::ToolRunner>(tools::builtin_tool_runner(names));
+  runners.emplace(names, runner);
+  return runner;
+}
 
 PromptJob parse_job(const nlohmann::json& r, const tokenizer::Tokenizer& tok,
                     const RequestDefaults& request_defaults, const std::string& where) {
@@ -60,9 +76,7 @@ PromptJob parse_job(const nlohmann::json& r, const tokenizer::Tokenizer& tok,
         names.push_back(name.get<std::string>());
       }
       const int max_turns = static_cast<int>(int_field(r, "max_turns", 8, 1, 1 << 10));
-      job.on_turn = engine::tool_turns(
-          std::make_shared<const tools::ToolRunner>(tools::builtin_tool_runner(names)), tok,
-          max_turns);
+      job.on_turn = engine::tool_turns(shared_tool_runner(names), tok, max_turns);
     } else if (r.contains("max_turns") && !r["max_turns"].is_null()) {
       throw InputError("'max_turns' needs 'tools'");
     }
