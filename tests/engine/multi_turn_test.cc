@@ -251,5 +251,63 @@ TEST(MultiTurn, EngineRunRolloutsEndOnceAndFreeTheirSlots) {
   EXPECT_EQ(threaded[0].output_ids.size(), 2u + 1 + 2 + 1 + 2);
 }
 
+// A rollout's turn callback (its tools) runs off the engine thread: the other samples decode and
+// finish meanwhile. A callback that throws ends its own rollout as aborted and step() rethrows.
+TEST(MultiTurn, EngineRunTurnsLetOtherSamplesDecodeWhileToolsRun) {
+  EngineConfig cfg;
+  cfg.max_batch_size = 2;
+  Engine engine(engine_model(), cfg);
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<Sample> tooled, plain;
+  bool saw_plain_done = false;
+  Request r = greedy_turn(0, {1, 5}, 2, &tooled, false);
+  r.on_turn = [&](const Sample& s, size_t) {
+    if (s.turns > 1) return std::vector<int32_t>{};
+    // A slow tool: it returns once the other request has finished (or after 3 s, when the engine
+    // thread itself is stuck here and nothing else can decode).
+    std::unique_lock<std::mutex> lock(mu);
+    saw_plain_done = cv.wait_for(lock, std::chrono::seconds(3), [&] { return !plain.empty(); });
+    return std::vector<int32_t>{4};
+  };
+  Request other;
+  other.request_id = 1;
+  other.prompt_ids = {1, 9};
+  other.params.temperature = 0;
+  other.params.max_new_tokens = 12;
+  other.on_sample = [&](Sample&& s) {
+    std::lock_guard<std::mutex> lock(mu);
+    plain.push_back(std::move(s));
+    cv.notify_all();
+  };
+  engine.add_request(std::move(r));
+  engine.add_request(std::move(other));
+  engine.run_until_idle();
+  ASSERT_EQ(tooled.size(), 1u);
+  EXPECT_TRUE(saw_plain_done) << "the tool call blocked the engine";
+  EXPECT_EQ(tooled[0].turns, 2);
+  EXPECT_EQ(tooled[0].output_ids.size(), 2u + 1 + 2);
+
+  std::vector<Sample> failed;
+  Request bad = greedy_turn(2, {1, 6}, 2, &failed, false);
+  bad.on_turn = [](const Sample&, size_t) -> std::vector<int32_t> {
+    throw std::runtime_error("tool runner broke");
+  };
+  engine.add_request(std::move(bad));
+  bool threw = false;
+  for (int i = 0; i < 200 && failed.empty(); ++i) {
+    try {
+      if (!engine.step()) engine.wait_for_work(std::chrono::milliseconds(20));
+    } catch (const std::runtime_error& e) {
+      threw = std::string(e.what()) == "tool runner broke";
+    }
+  }
+  EXPECT_TRUE(threw);
+  ASSERT_EQ(failed.size(), 1u);
+  EXPECT_EQ(failed[0].finish_reason, FinishReason::kAborted);
+  engine.run_until_idle();  // the engine serves on; the failed rollout left nothing held
+  EXPECT_EQ(engine.held_samples(), 0);
+}
+
 }  // namespace
 }  // namespace streamrl::engine

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 
 #include "streamrl/core/errors.h"
@@ -40,6 +42,42 @@ ToolCall call(std::string name, nlohmann::json args = nlohmann::json::object()) 
   c.name = std::move(name);
   c.arguments = std::move(args);
   return c;
+}
+
+// Waits (up to 2 s) until `expected` calls are inside it at once: "together" proves they ran
+// concurrently; calls run one after another each answer "alone".
+class RendezvousTool : public Tool {
+ public:
+  explicit RendezvousTool(int expected) : expected_(expected) {}
+  std::string name() const override { return "meet"; }
+  nlohmann::json schema() const override { return {{"type", "function"}, {"name", "meet"}}; }
+  std::string run(const nlohmann::json&) const override {
+    std::unique_lock<std::mutex> lock(mu_);
+    ++inside_;
+    cv_.notify_all();
+    const bool met =
+        cv_.wait_for(lock, std::chrono::seconds(2), [&] { return inside_ >= expected_; });
+    return met ? "together" : "alone";
+  }
+
+ private:
+  int expected_;
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  mutable int inside_ = 0;
+};
+
+TEST(ToolRunner, CallsOfOneTurnRunConcurrently) {
+  ToolRunner runner;
+  runner.add(std::make_shared<RendezvousTool>(3));
+  runner.add(std::make_shared<TestTool>("echo", "echo"));
+  const std::vector<ToolResult> results =
+      runner.call_all({call("meet"), call("echo", {{"x", 1}}), call("meet"), call("meet")});
+  ASSERT_EQ(results.size(), 4u);
+  EXPECT_EQ(results[0].text, "together");
+  EXPECT_EQ(results[1].text, "{\"x\":1}");  // results keep the calls' order
+  EXPECT_EQ(results[2].text, "together");
+  EXPECT_EQ(results[3].text, "together");
 }
 
 TEST(ToolRunner, HangingToolTimesOutWithAMessage) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <exception>
 #include <utility>
 
 #include "streamrl/core/errors.h"
@@ -99,7 +100,9 @@ Engine::Engine(model::CausalLM model, const EngineConfig& config, int64_t weight
   stats_.weight_version = weight_version;
 }
 
-Engine::~Engine() = default;
+Engine::~Engine() {
+  for (auto& t : turn_tasks_) t.wait();  // a callback still out pushes into this engine
+}
 
 void Engine::add_request(Request request) {
   const std::string id = "request " + std::to_string(request.request_id);
@@ -204,14 +207,15 @@ bool Engine::wait_for_work(std::chrono::milliseconds timeout) {
     // Requests already waiting are not work by themselves: step() admits every one that fits, so
     // those left wait on something queued here (a release, an abort) or on running samples.
     return !inbox_.empty() || !aborts_.empty() || !stops_.empty() || !continuations_.empty() ||
-           !releases_.empty() || pending_weights_.has_value() || stats_.running_samples > 0;
+           !turn_results_.empty() || !releases_.empty() || pending_weights_.has_value() ||
+           stats_.running_samples > 0;
   });
 }
 
 bool Engine::idle() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return inbox_.empty() && continuations_.empty() && stats_.waiting_requests == 0 &&
-         stats_.running_samples == 0;
+  return inbox_.empty() && continuations_.empty() && turns_out_ == 0 &&
+         stats_.waiting_requests == 0 && stats_.running_samples == 0;
 }
 
 EngineStats Engine::stats() const {
@@ -239,6 +243,7 @@ void Engine::apply_pending() {
   }
   for (auto& r : inbox) waiting_.push_back(std::move(r));
   for (auto& c : continuations) continuing_.push_back(std::move(c));
+  apply_turn_results();
   for (const auto& key : releases) {
     drop_held([&](const auto& k, const Running& run) { return k == key && run.hold; });
   }
@@ -557,22 +562,67 @@ void Engine::finish(size_t index, FinishReason reason) {
     return;
   }
   if (reason != FinishReason::kAborted && *run->on_turn) {
-    std::vector<int32_t> appended = (*run->on_turn)(run->sample, run->turn_start);
-    const int64_t vocab = model_->config().vocab_size;
-    const bool valid = std::all_of(appended.begin(), appended.end(),
-                                   [vocab](int32_t t) { return t >= 0 && t < vocab; });
-    if (!appended.empty() && valid) {
-      // The next turn: queued as a caller's continuation is, so an engine thread about to wait
-      // for work sees it.
-      const std::pair<int64_t, int32_t> key{run->sample.request_id, run->sample.sample_index};
-      Continuation next{key.first, key.second, std::move(appended), run->turn_cap};
-      held_[key] = std::move(run);
-      std::lock_guard<std::mutex> lock(mu_);
-      continuations_.push_back(std::move(next));
-      return;
-    }
+    start_turn(std::move(run));
+    return;
   }
   deliver(std::move(run));
+}
+
+void Engine::start_turn(std::unique_ptr<Running> run) {
+  // The sample keeps its slot and KV cache while its tools run; the callback gets a copy.
+  const std::pair<int64_t, int32_t> key{run->sample.request_id, run->sample.sample_index};
+  auto task = [this, key, callback = run->on_turn, sample = run->sample,
+               turn_start = run->turn_start, cap = run->turn_cap] {
+    Continuation next{key.first, key.second, {}, cap};
+    std::exception_ptr error;
+    try {
+      next.appended_ids = (*callback)(sample, turn_start);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      turn_results_.emplace_back(std::move(next), error);
+    }
+    work_cv_.notify_all();
+  };
+  held_[key] = std::move(run);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    turns_out_ += 1;
+  }
+  std::erase_if(turn_tasks_, [](const std::future<void>& t) {
+    return t.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+  });
+  turn_tasks_.push_back(std::async(std::launch::async, std::move(task)));
+}
+
+void Engine::apply_turn_results() {
+  std::vector<std::pair<Continuation, std::exception_ptr>> results;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    results.swap(turn_results_);
+    turns_out_ -= static_cast<int64_t>(results.size());
+  }
+  const int64_t vocab = model_->config().vocab_size;
+  std::exception_ptr first_error;
+  for (auto& [next, error] : results) {
+    const bool valid = std::all_of(next.appended_ids.begin(), next.appended_ids.end(),
+                                   [vocab](int32_t t) { return t >= 0 && t < vocab; });
+    if (!error && !next.appended_ids.empty() && valid) {
+      continuing_.push_back(std::move(next));
+      continue;
+    }
+    // The rollout ends here (unless an abort or recover() delivered it meanwhile).
+    auto it = held_.find({next.request_id, next.sample_index});
+    if (it == held_.end() || it->second->hold) continue;
+    std::unique_ptr<Running> run = std::move(it->second);
+    held_.erase(it);
+    if (error) run->sample.finish_reason = FinishReason::kAborted;
+    deliver(std::move(run));
+    if (error && !first_error) first_error = error;
+  }
+  if (first_error) std::rethrow_exception(first_error);
 }
 
 bool Engine::step() {
@@ -632,7 +682,14 @@ bool Engine::step() {
 }
 
 void Engine::run_until_idle() {
-  while (step()) {
+  for (;;) {
+    while (step()) {
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (turns_out_ == 0) return;
+    }
+    wait_for_work(std::chrono::milliseconds(50));  // a rollout's tools are still running
   }
 }
 

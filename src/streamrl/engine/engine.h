@@ -12,7 +12,9 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <exception>
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -74,11 +76,13 @@ struct Request {
   // Multi-turn rollouts: a sample that finishes (stop or length) keeps its slot and KV cache after
   // its on_sample, until the caller continues it (Engine::continue_sample) or releases it.
   bool hold_kv = false;
-  // Multi-turn rollouts the engine runs to their end itself (RL on tool-using tasks): called on
-  // the engine thread each time a sample ends a turn, with the sample so far and where that turn
-  // starts in output_ids. The ids it returns (e.g. rendered tool results) are appended and the
-  // next turn is sampled, up to params.max_new_tokens, without the sample leaving its slot; an
-  // empty return ends the rollout, and on_sample gets the whole trajectory once. Not with hold_kv.
+  // Multi-turn rollouts the engine runs to their end itself (RL on tool-using tasks): called each
+  // time a sample ends a turn, with the sample so far and where that turn starts in output_ids,
+  // on a thread of its own, so the other samples decode while a tool runs. The ids it returns
+  // (e.g. rendered tool results) are appended and the next turn is sampled, up to
+  // params.max_new_tokens, without the sample leaving its slot; an empty return ends the rollout,
+  // and on_sample gets the whole trajectory once. An exception is rethrown by the next step().
+  // Not with hold_kv.
   TurnCallback on_turn;
 };
 
@@ -156,7 +160,8 @@ class Engine {
   // KV budget held by samples waiting for their next turn).
   bool step();
 
-  // Steps until no request is waiting or running, or none can run until a held sample is released.
+  // Steps until no request is waiting or running and no rollout's turn callback is out, or none
+  // can run until a held sample is released.
   void run_until_idle();
 
   // Blocks up to `timeout` until there is work (a request, abort or weight update queued, or
@@ -185,6 +190,9 @@ class Engine {
   template <class Pred>
   void drop_held(Pred&& pred);
   void admit_continuations();
+  // Runs a finished turn's on_turn off the engine thread; its result comes back in turn_results_.
+  void start_turn(std::unique_ptr<Running> run);
+  void apply_turn_results();
 
   model::CausalLM model_;
   EngineConfig config_;
@@ -209,13 +217,19 @@ class Engine {
   std::vector<Continuation> continuations_;
   std::vector<std::pair<int64_t, int32_t>> releases_;
   int64_t held_count_ = 0;
+  // Engine-run turns: what their callbacks returned or threw (an empty `appended_ids` ends the
+  // rollout), and how many were started and not yet applied.
+  std::vector<std::pair<Continuation, std::exception_ptr>> turn_results_;
+  int64_t turns_out_ = 0;
   std::optional<std::pair<int64_t, std::map<std::string, torch::Tensor>>> pending_weights_;
   std::optional<int64_t> pending_version_;
   EngineStats stats_;
 
-  // Engine-thread state: the last weights installed and their version, for recover().
+  // Engine-thread state: the threads running turn callbacks (joined by the destructor), and the
+  // last weights installed and their version, for recover().
   std::map<std::string, torch::Tensor> last_good_;
   int64_t last_good_version_ = 0;
+  std::vector<std::future<void>> turn_tasks_;
 };
 
 }  // namespace streamrl::engine

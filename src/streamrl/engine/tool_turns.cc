@@ -13,11 +13,10 @@ std::optional<ToolTurn> next_tool_turn(const std::string& reply, bool stopped, i
   const std::vector<tools::ToolCall> calls = tools::parse_tool_calls(reply);
   if (calls.empty() || !stopped || turns >= max_turns) return std::nullopt;
   ToolTurn next;
-  std::vector<tools::ToolResult> results;
-  for (const tools::ToolCall& call : calls) {
-    results.push_back(runner.call(call));
+  const std::vector<tools::ToolResult> results = runner.call_all(calls);
+  for (const tools::ToolResult& r : results) {
     next.calls += 1;
-    next.errors += results.back().status != tools::ToolStatus::kOk;
+    next.errors += r.status != tools::ToolStatus::kOk;
   }
   next.appended = tok.encode(tools::render_plain_tool_turn(results));
   return next;

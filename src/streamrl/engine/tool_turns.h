@@ -29,8 +29,8 @@ std::optional<ToolTurn> next_tool_turn(const std::string& reply, bool stopped, i
 
 // A TurnCallback that runs tool rollouts to their end inside the engine, wherever it runs (the
 // trainer's thread, an SGS instance's, a server's): the generator, the pool and the trainer see
-// only whole trajectories. Tools run on the engine thread, each bounded by the runner's timeout.
-// `tok` must outlive the engines.
+// only whole trajectories. A turn's calls run concurrently, off the engine thread
+// (Request::on_turn), each bounded by the runner's timeout. `tok` must outlive the engines.
 TurnCallback tool_turns(std::shared_ptr<const tools::ToolRunner> runner,
                         const tokenizer::Tokenizer& tok, int max_turns);
 

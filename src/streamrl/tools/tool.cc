@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <future>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -107,6 +108,17 @@ ToolResult ToolRunner::call(const ToolCall& call) const {
   }
   r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   return r;
+}
+
+std::vector<ToolResult> ToolRunner::call_all(const std::vector<ToolCall>& calls) const {
+  if (calls.size() == 1) return {call(calls[0])};
+  std::vector<std::future<ToolResult>> running;
+  for (const ToolCall& c : calls) {
+    running.push_back(std::async(std::launch::async, [this, &c] { return call(c); }));
+  }
+  std::vector<ToolResult> results;
+  for (auto& r : running) results.push_back(r.get());
+  return results;
 }
 
 }  // namespace streamrl::tools

@@ -56,6 +56,8 @@ class ToolRunner {
   void add(std::shared_ptr<const Tool> tool);
   // Runs `call` within the limits. Never throws for anything the call or the tool did.
   ToolResult call(const ToolCall& call) const;
+  // Runs independent calls (one turn's) concurrently: the turn waits for the slowest, not the sum.
+  std::vector<ToolResult> call_all(const std::vector<ToolCall>& calls) const;
   // The tools' schemas, in name order (the chat template's `tools`).
   nlohmann::json schemas() const;
   int abandoned() const { return abandoned_->load(); }
