@@ -249,6 +249,47 @@ TEST_F(MultiHost, StreamDataParallelAcrossHostsSurvivesAKilledHostAndResumes) {
             << " s, weight push " << last["stage_seconds"]["weight_update"] << " s\n";
 }
 
+// SFT with DP = 2 across hosts, where only host A's disk holds the checkpoints: a run stopped at
+// step 4 and continued to step 6 resumes on both ranks from rank 0's checkpoint (rank 1 has no run
+// directory) and ends with the loss of a run that was never stopped.
+TEST_F(MultiHost, SftAcrossHostsResumesBothRanksFromRankZerosCheckpoint) {
+  const auto config = [&](int host, int steps) {
+    const std::string path = files_[host].root + "/sft" + std::to_string(steps) + ".yaml";
+    std::ofstream out(path);
+    out << "run: {dir: " << files_[host].runs << ", seed: 5, threads: 1, resume: true}\n"
+        << "model: {config: " << STREAMRL_TEST_DATA_DIR << "/tiny_model.json, tokenizer: char}\n"
+        << "data: {task: sum}\n"
+        << "train: {steps: "
+        << steps
+        // A constant rate after warm-up: the schedule does not depend on train.steps.
+        << ", batch_size: 8, log_every: 1, optim: {lr: 0.003, warmup_steps: 2, min_lr_ratio: 1}}\n"
+        << "eval: {n: 0}\ncheckpoint: {every: 2}\n";
+    return path;
+  };
+  const auto run_both = [&](int steps, const std::string& name) {
+    std::vector<std::unique_ptr<testing_util::BackgroundRun>> ranks;
+    for (int r = 0; r < 2; ++r) {
+      ranks.push_back(std::make_unique<testing_util::BackgroundRun>(
+          std::vector<std::string>{"sft", "--config", config(r, steps), "run.name=" + name,
+                                   "--json"},
+          on_host(hosts_, r, r, 2)));
+    }
+    const auto r0 = ranks[0]->wait(300), r1 = ranks[1]->wait(60);
+    EXPECT_EQ(r1.exit_code, 0) << r1.output;
+    EXPECT_EQ(r0.exit_code, 0) << r0.output;
+    return r0.exit_code == 0 ? nlohmann::json::parse(testing_util::last_line(r0.output))
+                             : nlohmann::json();
+  };
+  const nlohmann::json full = run_both(6, "full");
+  ASSERT_FALSE(full.is_null());
+  ASSERT_FALSE(run_both(4, "split").is_null());
+  EXPECT_FALSE(fs::exists(files_[1].runs + "/split/checkpoints")) << "rank 1 wrote checkpoints";
+  const nlohmann::json resumed = run_both(6, "split");
+  ASSERT_FALSE(resumed.is_null());
+  EXPECT_EQ(resumed["resumed_from_step"], 4) << resumed.dump();
+  EXPECT_NEAR(resumed["final_loss"].get<double>(), full["final_loss"].get<double>(), 1e-6);
+}
+
 TEST_F(MultiHost, ALinkDownForSecondsStallsTheRunWhichContinues) {
   testing_util::ServeProcess serve_a(files_[0].init, on_host(hosts_, 0), hosts_.ip(0));
   testing_util::ServeProcess serve_b(files_[1].init, on_host(hosts_, 1), hosts_.ip(1));

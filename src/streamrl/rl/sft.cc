@@ -249,6 +249,27 @@ void check_checkpoint_parallelism(const fs::path& run_dir, int ep) {
   }
 }
 
+// Resumes the newest checkpoint as rank 0 reads it: every rank gets its step, weights and
+// optimizer state, so ranks on hosts without the run directory continue at the same step rather
+// than start over (and train other batches). Returns the trainer state; nullopt: a fresh run.
+std::optional<nlohmann::json> resume_from_rank0(dist::ProcessGroup* world, const fs::path& run_dir,
+                                                model::CausalLM& model,
+                                                torch::optim::Optimizer& optimizer) {
+  std::optional<ResumedCheckpoint> ck;
+  if (!world || world->rank() == 0) ck = resume_training_checkpoint(run_dir, model, optimizer);
+  if (!world) return ck ? std::optional(ck->state) : std::nullopt;
+  const nlohmann::json state =
+      nlohmann::json::parse(world->broadcast_bytes_from_rank0(ck ? ck->state.dump() : "null"));
+  if (state.is_null()) return std::nullopt;
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> params = model->parameters();
+  world->broadcast_from_rank0(params);
+  const std::string bytes =
+      world->broadcast_bytes_from_rank0(world->rank() == 0 ? optimizer_bytes(optimizer) : "");
+  if (world->rank() != 0) load_optimizer_bytes(optimizer, bytes);
+  return state;
+}
+
 }  // namespace
 
 double heldout_loss(model::CausalLM& model, const PromptEncoder& encoder, const tasks::Task& task,
@@ -327,7 +348,24 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
     }
   }
   const bool writer = !world || world->rank() == 0;
-  if (c.run.resume) check_checkpoint_parallelism(run_dir, c.parallel_ep);
+  // Rank 0 alone reads the run directory (another rank may be on a host without it); what it
+  // refuses fails every rank with its message.
+  std::string refused;
+  if (writer) {
+    try {
+      if (c.run.resume) {
+        check_checkpoint_parallelism(run_dir, c.parallel_ep);
+      } else if (latest_checkpoint(run_dir)) {
+        throw InputError(run_dir.string() +
+                         " already has checkpoints; set run.resume=true to continue it or choose "
+                         "another run.name");
+      }
+    } catch (const InputError& e) {
+      refused = e.what();
+    }
+  }
+  if (world) refused = world->broadcast_bytes_from_rank0(refused);
+  if (!refused.empty()) throw InputError(refused);
   // An expert-parallel run resumes before the experts are sharded: rank 0 alone reads the newest
   // checkpoint (another rank may be on another host) into the whole model, every rank copies it
   // and keeps its experts, and each later loads the optimizer state of its expert rank.
@@ -393,7 +431,7 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
     }
     resumed = ep_state;
   } else if (c.run.resume && !experts) {
-    if (auto ck = resume_training_checkpoint(run_dir, model, *optimizer)) resumed = ck->state;
+    resumed = resume_from_rank0(world.get(), run_dir, model, *optimizer);
   }
   if (resumed) {
     const nlohmann::json& state = *resumed;
@@ -402,11 +440,6 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
     train_s = state.value("train_seconds", 0.0);
     if (state.contains("data_order")) data.restore(state["data_order"]);
     SLOG(kInfo) << "resuming " << run_dir.string() << " from step " << start_step;
-  }
-  if (!c.run.resume && latest_checkpoint(run_dir)) {
-    throw InputError(run_dir.string() +
-                     " already has checkpoints; set run.resume=true to continue " +
-                     "it or choose another run.name");
   }
   if (writer) core::write_file_atomic(run_dir / "config.yaml", resolved_config_yaml);
   std::optional<telemetry::MetricsLog> metrics;
