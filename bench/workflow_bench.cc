@@ -1,6 +1,8 @@
 #include "workflow_bench.h"
 
+#include <chrono>
 #include <filesystem>
+#include <thread>
 
 #include "rounds.h"
 #include "streamrl/core/clock.h"
@@ -13,6 +15,7 @@
 #include "streamrl/tasks/split.h"
 #include "streamrl/tasks/task.h"
 #include "streamrl/tokenizer/tokenizer.h"
+#include "streamrl/tools/calc_tool.h"
 
 namespace streamrl::bench {
 namespace {
@@ -21,11 +24,16 @@ struct RolloutVariant {
   const char* name;
   bool keep_kv;
   bool turn_barrier;
+  bool engine_turns;
 };
 
-// Slowest first; "streamed" is what `eval` runs.
-constexpr RolloutVariant kVariants[] = {
-    {"module", false, true}, {"kv_reuse", true, true}, {"streamed", true, false}};
+// Slowest first. "engine" is what the trainer, `eval` and `streamrl serve` run: the engine runs
+// the turns, tools off its thread; "streamed" is the same rollouts with this thread running each
+// turn's tools between engine steps.
+constexpr RolloutVariant kVariants[] = {{"module", false, true, false},
+                                        {"kv_reuse", true, true, false},
+                                        {"streamed", true, false, false},
+                                        {"engine", true, false, true}};
 
 struct Run {
   std::vector<double> latency;  // per rollout, seconds
@@ -36,8 +44,29 @@ struct Run {
   std::vector<std::vector<int32_t>> trajectories;
 };
 
+// The calc tool behind a fixed latency: a tool that runs elsewhere (a sandbox, a search API)
+// answers in tens of milliseconds or more, not calc's microseconds.
+class DelayedTool : public tools::Tool {
+ public:
+  DelayedTool(std::shared_ptr<const tools::Tool> inner, double seconds)
+      : inner_(std::move(inner)), seconds_(seconds) {}
+  std::string name() const override { return inner_->name(); }
+  nlohmann::json schema() const override { return inner_->schema(); }
+  std::string run(const nlohmann::json& arguments) const override {
+    std::this_thread::sleep_for(std::chrono::duration<double>(seconds_));
+    return inner_->run(arguments);
+  }
+
+ private:
+  std::shared_ptr<const tools::Tool> inner_;
+  double seconds_;
+};
+
+constexpr double kSlowToolSeconds = 0.02;
+
 Run run_variant(model::CausalLM& lm, const rl::PromptEncoder& enc, const tasks::Task& task,
-                const std::vector<tasks::Problem>& problems, const RolloutVariant& v, int batch) {
+                const std::vector<tasks::Problem>& problems, const RolloutVariant& v, int batch,
+                const tools::ToolRunner* runner = nullptr) {
   engine::SamplingParams greedy;
   greedy.temperature = 0;
   greedy.max_new_tokens = 200;
@@ -45,9 +74,11 @@ Run run_variant(model::CausalLM& lm, const rl::PromptEncoder& enc, const tasks::
   rl::ToolRolloutConfig tc;
   tc.keep_kv = v.keep_kv;
   tc.turn_barrier = v.turn_barrier;
+  tc.engine_turns = v.engine_turns;
   const auto t0 = core::Clock::now();
   Run out;
-  for (rl::ToolRollout& r : rl::run_task_rollouts(lm, enc, task, problems, 1, greedy, batch, tc)) {
+  for (rl::ToolRollout& r :
+       rl::run_task_rollouts(lm, enc, task, problems, 1, greedy, batch, tc, runner)) {
     out.latency.push_back(r.seconds);
     out.tokens += static_cast<int64_t>(r.sample.output_ids.size());
     out.tool_calls += r.tool_calls;
@@ -95,38 +126,71 @@ nlohmann::json run_workflow_bench(const BenchOptions& options) {
       last[name] = std::move(run);
     }
   }
+  // The same rollouts with a slow tool: module-level and this thread running the tools stall
+  // every other rollout for each call; the engine running them does not.
+  tools::ToolRunner slow;
+  slow.add(std::make_shared<DelayedTool>(std::make_shared<tools::CalcTool>(), kSlowToolSeconds));
+  Rounds slow_log("workflow_slow_tool", threads);
+  for (int round = 0; round < std::max(1, rounds / 2); ++round) {
+    slow_log.begin_round(round);
+    for (const RolloutVariant& v : kVariants) {
+      if (std::string(v.name) == "kv_reuse") continue;
+      const Run run = run_variant(lm, enc, task, problems, v, batch, &slow);
+      slow_log.add(std::string(v.name) + "_p50_s", core::percentile(run.latency, 0.5));
+      slow_log.add(std::string(v.name) + "_p90_s", core::percentile(run.latency, 0.9));
+      slow_log.add(std::string(v.name) + "_total_s", run.seconds);
+    }
+  }
   const Run& module = last["module"];
-  const Run& streamed = last["streamed"];
+  const Run& engine = last["engine"];
   int same = 0;
   for (size_t i = 0; i < module.trajectories.size(); ++i) {
-    same += module.trajectories[i] == streamed.trajectories[i];
+    same += module.trajectories[i] == engine.trajectories[i] &&
+            engine.trajectories[i] == last["streamed"].trajectories[i];
   }
-  // How much of the p50 gain each change brings: kv_reuse over module, then streamed over that.
+  // How much of the p50 gain each change brings: kv_reuse over module, no turn barrier over that,
+  // then the engine running the turns over this thread running them.
   const double m = log.median("module_p50_s"), k = log.median("kv_reuse_p50_s"),
-               s = log.median("streamed_p50_s");
-  const double gain = m - s;
+               s = log.median("streamed_p50_s"), e = log.median("engine_p50_s");
+  const double gain = m - e;
   return {
       {"rollouts", n},
       {"max_batch_size", batch},
       {"threads", threads},
       {"checkpoint", ckpt.string()},
-      {"tool_calls_per_rollout", static_cast<double>(streamed.tool_calls) / n},
+      {"tool_calls_per_rollout", static_cast<double>(engine.tool_calls) / n},
       {"turns",
-       {{"p50", core::percentile(streamed.turns, 0.5)},
-        {"p90", core::percentile(streamed.turns, 0.9)},
-        {"max", core::percentile(streamed.turns, 1.0)}}},
-      {"tokens_per_rollout", static_cast<double>(streamed.tokens) / n},
+       {{"p50", core::percentile(engine.turns, 0.5)},
+        {"p90", core::percentile(engine.turns, 0.9)},
+        {"max", core::percentile(engine.turns, 1.0)}}},
+      {"tokens_per_rollout", static_cast<double>(engine.tokens) / n},
       {"same_trajectories", static_cast<double>(same) / n},
       {"latency_speedup",
-       {{"p50", log.ratio_median("module_p50_s", "streamed_p50_s")},
-        {"p90", log.ratio_median("module_p90_s", "streamed_p90_s")}}},
-      {"latency_speedup_rounds", log.ratio("module_p50_s", "streamed_p50_s")},
-      {"throughput_speedup", log.ratio_median("module_total_s", "streamed_total_s")},
-      {"throughput_speedup_rounds", log.ratio("module_total_s", "streamed_total_s")},
+       {{"p50", log.ratio_median("module_p50_s", "engine_p50_s")},
+        {"p90", log.ratio_median("module_p90_s", "engine_p90_s")}}},
+      {"latency_speedup_rounds", log.ratio("module_p50_s", "engine_p50_s")},
+      {"throughput_speedup", log.ratio_median("module_total_s", "engine_total_s")},
+      {"throughput_speedup_rounds", log.ratio("module_total_s", "engine_total_s")},
       {"ablation_p50_share",
        {{"kv_reuse", gain > 0 ? (m - k) / gain : 0.0},
-        {"no_turn_barrier", gain > 0 ? (k - s) / gain : 0.0}}},
+        {"no_turn_barrier", gain > 0 ? (k - s) / gain : 0.0},
+        {"engine_turns", gain > 0 ? (s - e) / gain : 0.0}}},
       {"kv_reuse_latency_speedup_p50", log.ratio_median("module_p50_s", "kv_reuse_p50_s")},
+      {"engine_over_streamed",
+       {{"p50", log.ratio_median("streamed_p50_s", "engine_p50_s")},
+        {"p90", log.ratio_median("streamed_p90_s", "engine_p90_s")},
+        {"total", log.ratio_median("streamed_total_s", "engine_total_s")}}},
+      {"slow_tool",
+       {{"tool_seconds", kSlowToolSeconds},
+        {"latency_speedup",
+         {{"p50", slow_log.ratio_median("module_p50_s", "engine_p50_s")},
+          {"p90", slow_log.ratio_median("module_p90_s", "engine_p90_s")}}},
+        {"throughput_speedup", slow_log.ratio_median("module_total_s", "engine_total_s")},
+        {"engine_over_streamed",
+         {{"p50", slow_log.ratio_median("streamed_p50_s", "engine_p50_s")},
+          {"p90", slow_log.ratio_median("streamed_p90_s", "engine_p90_s")},
+          {"total", slow_log.ratio_median("streamed_total_s", "engine_total_s")}}},
+        {"seconds_rounds", slow_log.to_json()}}},
       {"seconds_rounds", log.to_json()},
       {"load", log.load_json()},
       {"goal_latency_speedup", 1.5},

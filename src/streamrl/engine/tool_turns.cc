@@ -23,14 +23,17 @@ std::optional<ToolTurn> next_tool_turn(const std::string& reply, bool stopped, i
 }
 
 TurnCallback tool_turns(std::shared_ptr<const tools::ToolRunner> runner,
-                        const tokenizer::Tokenizer& tok, int max_turns) {
-  return [runner = std::move(runner), &tok, max_turns](const Sample& s, size_t turn_start) {
+                        const tokenizer::Tokenizer& tok, int max_turns, ToolTurnObserver on_calls) {
+  return [runner = std::move(runner), &tok, max_turns, on_calls = std::move(on_calls)](
+             const Sample& s, size_t turn_start) {
     const size_t start = std::min(turn_start, s.output_ids.size());
     const std::string reply = tok.decode(std::vector<int32_t>(
         s.output_ids.begin() + static_cast<std::ptrdiff_t>(start), s.output_ids.end()));
-    const std::optional<ToolTurn> next = next_tool_turn(
-        reply, s.finish_reason == FinishReason::kStop, s.turns, max_turns, *runner, tok);
-    return next ? next->appended : std::vector<int32_t>{};
+    std::optional<ToolTurn> next = next_tool_turn(reply, s.finish_reason == FinishReason::kStop,
+                                                  s.turns, max_turns, *runner, tok);
+    if (!next) return std::vector<int32_t>{};
+    if (on_calls) on_calls(s, *next);
+    return std::move(next->appended);
   };
 }
 

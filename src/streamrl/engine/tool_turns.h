@@ -4,6 +4,7 @@
 // it runs.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -31,7 +32,10 @@ std::optional<ToolTurn> next_tool_turn(const std::string& reply, bool stopped, i
 // trainer's thread, an SGS instance's, a server's): the generator, the pool and the trainer see
 // only whole trajectories. A turn's calls run concurrently, off the engine thread
 // (Request::on_turn), each bounded by the runner's timeout. `tok` must outlive the engines.
+// `on_calls`, when set, sees each turn that called tools (on the callback's thread).
+using ToolTurnObserver = std::function<void(const Sample&, const ToolTurn&)>;
 TurnCallback tool_turns(std::shared_ptr<const tools::ToolRunner> runner,
-                        const tokenizer::Tokenizer& tok, int max_turns);
+                        const tokenizer::Tokenizer& tok, int max_turns,
+                        ToolTurnObserver on_calls = nullptr);
 
 }  // namespace streamrl::engine

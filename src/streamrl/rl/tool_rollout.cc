@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <utility>
 
 #include "streamrl/core/clock.h"
 #include "streamrl/core/errors.h"
+#include "streamrl/engine/tool_turns.h"
 #include "streamrl/tools/builtin_tools.h"
 
 namespace streamrl::rl {
@@ -37,6 +39,51 @@ void append_turn(engine::Sample* t, const std::vector<int32_t>& appended, engine
   t->turns += 1;
 }
 
+// The way the trainer and `streamrl serve` run rollouts: the engine runs every turn itself
+// (Request::on_turn, engine::tool_turns), the tools off its thread.
+std::vector<ToolRollout> run_engine_turns(engine::Engine& engine,
+                                          std::vector<engine::Request> requests,
+                                          const tools::ToolRunner& runner,
+                                          const tokenizer::Tokenizer& tok, int max_turns) {
+  const auto t0 = core::Clock::now();
+  std::mutex mu;  // the turn callbacks run on threads of their own
+  std::map<Key, ToolRollout> done;
+  std::map<Key, bool> ended;
+  // The runner is the caller's; the callbacks end with run_until_idle below.
+  auto shared_runner = std::shared_ptr<const tools::ToolRunner>(&runner, [](auto*) {});
+  const engine::TurnCallback on_turn = engine::tool_turns(
+      shared_runner, tok, max_turns, [&](const engine::Sample& s, const engine::ToolTurn& turn) {
+        std::lock_guard<std::mutex> lock(mu);
+        ToolRollout& r = done.at({s.request_id, s.sample_index});
+        r.tool_calls += turn.calls;
+        r.tool_errors += turn.errors;
+      });
+  for (engine::Request& r : requests) {
+    for (int i = 0; i < r.n; ++i) done[{r.request_id, i}];
+    r.hold_kv = false;
+    r.on_token = nullptr;
+    r.on_turn = on_turn;
+    r.on_sample = [&](engine::Sample&& s) {
+      std::lock_guard<std::mutex> lock(mu);
+      const Key key{s.request_id, s.sample_index};
+      ToolRollout& out = done.at(key);
+      out.sample = std::move(s);
+      out.seconds = core::seconds_since(t0);
+      ended[key] = true;
+    };
+  }
+  for (engine::Request& r : requests) engine.add_request(std::move(r));
+  engine.run_until_idle();
+  if (ended.size() != done.size()) {
+    throw RuntimeFailure("tool rollouts: the engine stopped with " +
+                         std::to_string(done.size() - ended.size()) + " rollouts unfinished");
+  }
+  std::vector<ToolRollout> out;
+  out.reserve(done.size());
+  for (auto& [key, r] : done) out.push_back(std::move(r));
+  return out;
+}
+
 }  // namespace
 
 std::vector<ToolRollout> run_tool_rollouts(engine::Engine& engine,
@@ -44,6 +91,9 @@ std::vector<ToolRollout> run_tool_rollouts(engine::Engine& engine,
                                            const tools::ToolRunner& runner,
                                            const tokenizer::Tokenizer& tok,
                                            const ToolRolloutConfig& config) {
+  if (config.keep_kv && !config.turn_barrier && config.engine_turns) {
+    return run_engine_turns(engine, std::move(requests), runner, tok, config.max_turns);
+  }
   const auto t0 = core::Clock::now();
   std::vector<engine::Sample> finished_turns;  // filled by the callbacks, inside step()
   auto on_sample = [&finished_turns](engine::Sample&& s) {
@@ -155,7 +205,8 @@ std::vector<ToolRollout> run_task_rollouts(model::CausalLM& model, const PromptE
                                            const tasks::Task& task,
                                            const std::vector<tasks::Problem>& problems, int n,
                                            const engine::SamplingParams& params, int max_batch_size,
-                                           const ToolRolloutConfig& config) {
+                                           const ToolRolloutConfig& config,
+                                           const tools::ToolRunner* runner) {
   engine::EngineConfig ec;
   ec.max_batch_size = std::max(max_batch_size, n);
   ec.max_seq_len = static_cast<int>(model->config().max_position_embeddings);
@@ -172,6 +223,8 @@ std::vector<ToolRollout> run_task_rollouts(model::CausalLM& model, const PromptE
         1, std::min(params.max_new_tokens, ec.max_seq_len - static_cast<int>(r.prompt_ids.size())));
     reqs.push_back(std::move(r));
   }
+  if (runner)
+    return run_tool_rollouts(engine, std::move(reqs), *runner, prompts.tokenizer(), config);
   return run_tool_rollouts(engine, std::move(reqs), tools::builtin_tool_runner(task.tools()),
                            prompts.tokenizer(), config);
 }

@@ -2,7 +2,9 @@
 // turn that ends with tool calls gets the results appended (tools::render_plain_tool_turn) and
 // only those tokens prefilled, and the next turn is sampled, until a turn without a call, a turn
 // cut off by its token cap, max_turns, or the engine's max_seq_len. Rollouts that finish a turn
-// continue at once, so turns of different rollouts share decode steps.
+// continue at once, so turns of different rollouts share decode steps. That default way is the
+// trainer's and `streamrl serve`'s: the engine runs the turns itself (engine::tool_turns), each
+// turn's tools off its thread while the other rollouts decode.
 #pragma once
 
 #include <memory>
@@ -26,6 +28,9 @@ struct ToolRolloutConfig {
   // turn_barrier true: finished turns wait until no turn is running, then all continue together.
   bool keep_kv = true;
   bool turn_barrier = false;
+  // With keep_kv and no turn barrier: the engine runs the turns (true, the trainer's way) or this
+  // thread does, tools inline, between steps (false).
+  bool engine_turns = true;
 };
 
 struct ToolRollout {
@@ -46,13 +51,14 @@ std::vector<ToolRollout> run_tool_rollouts(engine::Engine& engine,
                                            const tokenizer::Tokenizer& tok,
                                            const ToolRolloutConfig& config);
 
-// `n` rollouts of each of `problems` (request id = index) with `task`'s tools, greedy or sampled
-// per `params`, on a fresh engine over `model` with
-// `max_batch_size` slots of the model's full length.
+// `n` rollouts of each of `problems` (request id = index) with `task`'s tools (or `runner`'s),
+// greedy or sampled per `params`, on a fresh engine over `model` with `max_batch_size` slots of
+// the model's full length.
 std::vector<ToolRollout> run_task_rollouts(model::CausalLM& model, const PromptEncoder& prompts,
                                            const tasks::Task& task,
                                            const std::vector<tasks::Problem>& problems, int n,
                                            const engine::SamplingParams& params, int max_batch_size,
-                                           const ToolRolloutConfig& config = {});
+                                           const ToolRolloutConfig& config = {},
+                                           const tools::ToolRunner* runner = nullptr);
 
 }  // namespace streamrl::rl
