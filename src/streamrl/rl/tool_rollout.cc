@@ -48,7 +48,7 @@ std::vector<ToolRollout> run_engine_turns(engine::Engine& engine,
   const auto t0 = core::Clock::now();
   std::mutex mu;  // the turn callbacks run on threads of their own
   std::map<Key, ToolRollout> done;
-  std::map<Key, bool> ended;
+  size_t ended = 0;
   // The runner is the caller's; the callbacks end with run_until_idle below.
   auto shared_runner = std::shared_ptr<const tools::ToolRunner>(&runner, [](auto*) {});
   const engine::TurnCallback on_turn = engine::tool_turns(
@@ -65,18 +65,17 @@ std::vector<ToolRollout> run_engine_turns(engine::Engine& engine,
     r.on_turn = on_turn;
     r.on_sample = [&](engine::Sample&& s) {
       std::lock_guard<std::mutex> lock(mu);
-      const Key key{s.request_id, s.sample_index};
-      ToolRollout& out = done.at(key);
+      ToolRollout& out = done.at({s.request_id, s.sample_index});
       out.sample = std::move(s);
       out.seconds = core::seconds_since(t0);
-      ended[key] = true;
+      ++ended;  // once per rollout: the engine delivers each sample once
     };
   }
   for (engine::Request& r : requests) engine.add_request(std::move(r));
   engine.run_until_idle();
-  if (ended.size() != done.size()) {
+  if (ended != done.size()) {
     throw RuntimeFailure("tool rollouts: the engine stopped with " +
-                         std::to_string(done.size() - ended.size()) + " rollouts unfinished");
+                         std::to_string(done.size() - ended) + " rollouts unfinished");
   }
   std::vector<ToolRollout> out;
   out.reserve(done.size());
