@@ -60,8 +60,9 @@ const std::vector<Benchmark>& all_benchmarks() {
       {"skew", "SGS dispatch: Random-FIFO vs skew-aware (ranker, oracle) on 2 instances, recall",
        run_skew_bench},
       {"sparse_attention",
-       "dense vs block-sparse (DSV) causal attention fwd+bwd at 4k/8k/16k tokens and 90% sparsity; "
-       "low-rank predictor loss and critical-mass coverage on synthetic peaked attention",
+       "dense vs block-sparse (DSV) causal attention fwd+bwd at 4k/8k/16k tokens and 90% sparsity, "
+       "decode steps, whole training steps at 4k/8k; predictor loss and critical-mass coverage; "
+       "retrieve-task quality after SFT dense vs with model.sparse_attention",
        run_sparse_attention_bench},
       {"tokenizer", "tokenizer.json encode/decode MB/s on a trained 2k-merge byte-level BPE",
        run_tokenizer_speed},

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "streamrl/core/clock.h"
+
 namespace streamrl::bench {
 
 // {"median", "min", "max", "spread" (max/min - 1), "values"} of one figure.
@@ -44,5 +46,23 @@ class Rounds {
   std::vector<double> load_;                             // per round
   std::map<std::string, std::map<int, double>> values_;  // key -> round -> value
 };
+
+// `dense` and `sparse` timed alternately: one warm-up call each, then `rounds` rounds of `reps`
+// calls each, logged as "dense_s" / "sparse_s" (seconds per call).
+template <class Dense, class Sparse>
+void time_alternately(Rounds& log, Dense dense, Sparse sparse, int rounds, int reps) {
+  auto timed = [reps](auto& fn) {
+    const auto t0 = core::Clock::now();
+    for (int i = 0; i < reps; ++i) fn();
+    return core::seconds_since(t0) / reps;
+  };
+  dense();  // first-call allocations
+  sparse();
+  for (int r = 0; r < rounds; ++r) {
+    log.begin_round(r);
+    log.add("dense_s", timed(dense));
+    log.add("sparse_s", timed(sparse));
+  }
+}
 
 }  // namespace streamrl::bench

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "rounds.h"
+#include "sparse_training_bench.h"
 #include "streamrl/core/allocator.h"
 #include "streamrl/core/clock.h"
 #include "streamrl/core/threads.h"
@@ -32,24 +33,6 @@ void fwd_bwd(const Tensor& q, const Tensor& k, const Tensor& v, Fn fn) {
      v.detach().requires_grad_(true))
       .sum()
       .backward();
-}
-
-// `dense` and `sparse` timed alternately: one warm-up call each, then `rounds` rounds of `reps`
-// calls each, logged as "dense_s" / "sparse_s" (seconds per call).
-template <class Dense, class Sparse>
-void time_alternately(Rounds& log, Dense dense, Sparse sparse, int rounds, int reps) {
-  auto timed = [reps](auto& fn) {
-    const auto t0 = core::Clock::now();
-    for (int i = 0; i < reps; ++i) fn();
-    return core::seconds_since(t0) / reps;
-  };
-  dense();  // first-call allocations
-  sparse();
-  for (int r = 0; r < rounds; ++r) {
-    log.begin_round(r);
-    log.add("dense_s", timed(dense));
-    log.add("sparse_s", timed(sparse));
-  }
 }
 
 // Synthetic layer input whose attention looks like a trained model's in the two ways that matter
@@ -286,34 +269,36 @@ nlohmann::json run_sparse_attention_bench(const BenchOptions& options) {
                                      {"decode_step", step},
                                      {"decode_step_head_dim_128", step128}};
   }
+  const nlohmann::json training_steps = sparse_training_steps(options.quick);
   core::tune_allocator();  // the process's usual heap trimming again
-  return {{"heads", kHeads},
-          {"kv_heads", kKvHeads},
-          {"head_dim", kHeadDim},
-          {"block", kBlock},
-          {"sparsity", kSparsity},
-          {"lowrank_rank", kRank},
-          {"predictor_loss_first", loss_first},
-          {"predictor_loss_last", loss_last},
-          {"lengths", per_length},
-          {"attn_speedup", speedups},
-          {"decode_speedup", decode_speedups},
-          {"decode_speedup_head_dim_128", decode_speedups_128},
-          {"decode_attention_speedup", decode_attention_speedups},
-          {"goal_attn_speedup_at_8k", 2.0},
-          {"data",
-           "synthetic peaked, locally coherent attention (q, k = x W with large W, x an AR(1) "
-           "sequence), not a trained model's; attn_speedup: forward + backward of the attention op "
-           "alone; decode_attention_speedup: the attention op of one decode step (8 rows at the "
-           "context) with the predictor's low-rank keys, and the real attention mass it keeps; "
-           "decode_speedup: a whole decode step of configs/model/tiny.json (random weights, "
-           "caches filled at random) dense vs sparse, decode_speedup_head_dim_128 the same with "
-           "4 heads of 128; one thread, interleaved rounds, heap never "
-           "trimmed (no page faults of fresh memory)"},
-          {"not_measured",
-           "step_speedup (a training step with sparse attention) and the long-context task's "
-           "quality: sparse attention is wired into the model's decoding only, not into "
-           "training or a task yet"}};
+  nlohmann::json out = {
+      {"heads", kHeads},
+      {"kv_heads", kKvHeads},
+      {"head_dim", kHeadDim},
+      {"block", kBlock},
+      {"sparsity", kSparsity},
+      {"lowrank_rank", kRank},
+      {"predictor_loss_first", loss_first},
+      {"predictor_loss_last", loss_last},
+      {"lengths", per_length},
+      {"attn_speedup", speedups},
+      {"decode_speedup", decode_speedups},
+      {"decode_speedup_head_dim_128", decode_speedups_128},
+      {"decode_attention_speedup", decode_attention_speedups},
+      {"goal_attn_speedup_at_8k", 2.0},
+      {"data",
+       "synthetic peaked, locally coherent attention (q, k = x W with large W, x an AR(1) "
+       "sequence), not a trained model's; attn_speedup: forward + backward of the attention op "
+       "alone; decode_attention_speedup: the attention op of one decode step (8 rows at the "
+       "context) with the predictor's low-rank keys, and the real attention mass it keeps; "
+       "decode_speedup: a whole decode step of configs/model/tiny.json (random weights, "
+       "caches filled at random) dense vs sparse, decode_speedup_head_dim_128 the same with "
+       "4 heads of 128; one thread, interleaved rounds, heap never "
+       "trimmed (no page faults of fresh memory)"},
+      {"goal_quality", "accuracy within 1 point and answer loss within 1 % of dense"}};
+  out.update(training_steps);
+  out.update(sparse_training_quality(options.quick));
+  return out;
 }
 
 }  // namespace streamrl::bench

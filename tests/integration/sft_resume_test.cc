@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -87,6 +88,57 @@ TEST(SftData, MalformedJsonlStopsBeforeTraining) {
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("data.jsonl:2:"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(dir + "/runs/sft/checkpoints"));
+  fs::remove_all(dir);
+}
+
+// DSV through `streamrl sft`: with permissive thresholds every head switches after the warm-up;
+// the checkpoint keeps predictors, sparse heads and the profile, and a resumed run continues them.
+TEST(SftSparse, HeadsSwitchAndAResumedRunContinuesTheProfile) {
+  std::string dir = testing_util::fresh_temp_dir("sft_sparse");
+  std::string cfg = write_config(dir);
+  const std::vector<std::string> dsv = {"model.sparse_attention.enabled=true",
+                                        "model.sparse_attention.rank=4",
+                                        "model.sparse_attention.block=4",
+                                        "model.sparse_attention.keep=2",
+                                        "model.sparse_attention.min_tokens=0",
+                                        "model.sparse_attention.stride=2",
+                                        "model.sparse_attention.warmup_steps=3",
+                                        "model.sparse_attention.sparsity_threshold=0",
+                                        "model.sparse_attention.min_coverage=0",
+                                        "model.sparse_attention.loss_threshold=100",
+                                        "checkpoint.every=3"};
+  auto args = [&](const std::string& steps) {
+    std::vector<std::string> a = {"sft",   "--config", cfg, "run.name=dsv", "train.steps=" + steps,
+                                  "--json"};
+    a.insert(a.end(), dsv.begin(), dsv.end());
+    return a;
+  };
+  auto first = run_streamrl(args("6"));
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  auto r = nlohmann::json::parse(last_line(first.output));
+  EXPECT_EQ(r["sparse_attention"]["sparse_heads"], 8) << r.dump();
+  EXPECT_EQ(r["sparse_attention"]["observed"], 6);
+  EXPECT_TRUE(std::isfinite(r["final_loss"].get<double>()));
+  const fs::path final_dir = fs::path(dir) / "runs/dsv/final";
+  EXPECT_TRUE(fs::exists(final_dir / "sparse_attention.safetensors"));
+  EXPECT_TRUE(fs::exists(final_dir / "sparse_attention.json"));
+
+  auto resumed = run_streamrl(args("9"));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  r = nlohmann::json::parse(last_line(resumed.output));
+  EXPECT_EQ(r["resumed_from_step"], 6);
+  EXPECT_EQ(r["sparse_attention"]["observed"], 9) << r.dump();
+  EXPECT_EQ(r["sparse_attention"]["sparse_heads"], 8);
+
+  // Bad values name their key; DSV is one process, so pipeline stages are refused.
+  auto bad = run_streamrl({"sft", "--config", cfg, "run.name=bad", "model.sparse_attention.keep=1",
+                           "model.sparse_attention.recent=1"});
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("model.sparse_attention.keep"), std::string::npos) << bad.output;
+  bad = run_streamrl({"sft", "--config", cfg, "run.name=bad", "model.sparse_attention.enabled=true",
+                      "parallel.pp=2"});
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("parallel.pp"), std::string::npos) << bad.output;
   fs::remove_all(dir);
 }
 

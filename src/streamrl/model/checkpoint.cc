@@ -6,6 +6,8 @@
 #include <iterator>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "streamrl/core/errors.h"
 #include "streamrl/core/fs.h"
 #include "streamrl/model/safetensors.h"
@@ -19,6 +21,48 @@ std::string shape_str(c10::IntArrayRef shape) {
   std::ostringstream ss;
   ss << shape;
   return ss.str();
+}
+
+constexpr const char* kSparseConfigFile = "sparse_attention.json";
+constexpr const char* kSparseWeightsFile = "sparse_attention.safetensors";
+
+nlohmann::json to_json(const SparseAttentionConfig& c) {
+  return {{"rank", c.rank},
+          {"block", c.train.block},
+          {"keep", c.train.keep},
+          {"recent", c.train.recent},
+          {"min_tokens", c.min_tokens},
+          {"decode",
+           {{"block", c.decode.block}, {"keep", c.decode.keep}, {"recent", c.decode.recent}}}};
+}
+
+SparseAttentionConfig sparse_config_from_json(const nlohmann::json& j) {
+  SparseAttentionConfig c;
+  c.rank = j.at("rank").get<int64_t>();
+  c.train.block = j.at("block").get<int64_t>();
+  c.train.keep = j.at("keep").get<int64_t>();
+  c.train.recent = j.at("recent").get<int64_t>();
+  c.min_tokens = j.at("min_tokens").get<int64_t>();
+  const nlohmann::json& d = j.at("decode");
+  c.decode.block = d.at("block").get<int64_t>();
+  c.decode.keep = d.at("keep").get<int64_t>();
+  c.decode.recent = d.at("recent").get<int64_t>();
+  return c;
+}
+
+void write_sparse_attention(const fs::path& dir, CausalLM& model) {
+  TensorMap tensors;
+  auto& predictors = model->sparse_predictors();
+  for (size_t l = 0; l < predictors.size(); ++l) {
+    const std::string layer = "layers." + std::to_string(l) + ".";
+    for (const auto& p : predictors[l]->named_parameters()) {
+      tensors[layer + p.key()] = p.value().detach().to(torch::kCPU, torch::kFloat32).contiguous();
+    }
+    tensors[layer + "sparse_heads"] = model->sparse_heads(l).contiguous();
+  }
+  write_safetensors(dir / kSparseWeightsFile, tensors, {{"format", "pt"}});
+  core::write_file_atomic(dir / kSparseConfigFile,
+                          to_json(*model->sparse_attention()).dump(2) + "\n");
 }
 
 }  // namespace
@@ -36,6 +80,7 @@ void save_checkpoint(const fs::path& dir, CausalLM& model, const std::string& to
   write_safetensors(tmp / "model.safetensors", tensors, {{"format", "pt"}});
   core::write_file_atomic(tmp / "config.json", to_json(model->config()).dump(2) + "\n");
   core::write_file_atomic(tmp / "tokenizer.json", tokenizer_json);
+  if (model->sparse_attention()) write_sparse_attention(tmp, model);
   for (const auto& [name, bytes] : extra_files) core::write_file_atomic(tmp / name, bytes);
   core::replace_directory(tmp, dir);
 }
@@ -108,11 +153,67 @@ CausalLM copy_model(CausalLM& model, const std::string& source) {
   return copy;
 }
 
+bool load_sparse_attention(CausalLM& model, const fs::path& dir) {
+  const fs::path config_file = dir / kSparseConfigFile, weights_file = dir / kSparseWeightsFile;
+  if (!fs::exists(config_file)) return false;
+  SparseAttentionConfig config;
+  try {
+    config = sparse_config_from_json(nlohmann::json::parse(core::read_file(config_file)));
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(config_file.string() + ": not a sparse-attention config (" + e.what() + ")");
+  }
+  const TensorMap tensors = read_safetensors(weights_file);
+  // Built aside and checked whole, so a bad file leaves `model` as it was.
+  CausalLM probe(model->config());
+  try {
+    probe->enable_sparse_attention(config, 0, false);
+  } catch (const c10::Error& e) {
+    throw InputError(config_file.string() + ": " + e.msg());
+  }
+  auto& predictors = probe->sparse_predictors();
+  std::vector<torch::Tensor> heads;
+  size_t expected = 0;
+  for (size_t l = 0; l < predictors.size(); ++l) {
+    const std::string layer = "layers." + std::to_string(l) + ".";
+    for (const auto& p : predictors[l]->named_parameters()) {
+      auto it = tensors.find(layer + p.key());
+      if (it == tensors.end() || it->second.sizes() != p.value().sizes()) {
+        throw InputError(weights_file.string() + ": tensor '" + layer + p.key() +
+                         "' is missing or not of shape " + shape_str(p.value().sizes()));
+      }
+      ++expected;
+    }
+    auto it = tensors.find(layer + "sparse_heads");
+    if (it == tensors.end() || it->second.sizes() != probe->sparse_heads(l).sizes()) {
+      throw InputError(weights_file.string() + ": tensor '" + layer +
+                       "sparse_heads' is missing or not one flag per attention head");
+    }
+    heads.push_back(it->second);
+    ++expected;
+  }
+  if (tensors.size() != expected) {
+    throw InputError(weights_file.string() + ": holds tensors of another model (" +
+                     std::to_string(tensors.size()) + ", expected " + std::to_string(expected) +
+                     ")");
+  }
+  model->enable_sparse_attention(config, 0, false);
+  torch::NoGradGuard no_grad;
+  for (size_t l = 0; l < predictors.size(); ++l) {
+    const std::string layer = "layers." + std::to_string(l) + ".";
+    for (auto& p : model->sparse_predictors()[l]->named_parameters()) {
+      p.value().copy_(tensors.at(layer + p.key()).to(torch::kFloat32));
+    }
+    model->set_sparse_heads(l, heads[l]);
+  }
+  return true;
+}
+
 CausalLM load_model(const fs::path& dir) {
   if (!fs::is_directory(dir)) throw InputError("checkpoint directory not found: " + dir.string());
   ModelConfig config = load_model_config(dir / "config.json");
   CausalLM model(config);
   load_weights(model, read_safetensors_dir(dir), dir.string());
+  load_sparse_attention(model, dir);
   return model;
 }
 

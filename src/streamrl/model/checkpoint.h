@@ -14,7 +14,8 @@
 namespace streamrl::model {
 
 // Writes `dir` atomically: config.json, model.safetensors (F32), tokenizer.json (given text), and
-// `extra_files` (name -> bytes). Throws RuntimeFailure on I/O errors.
+// `extra_files` (name -> bytes); a model with sparse attention also its predictors and sparse heads
+// (sparse_attention.json and sparse_attention.safetensors). Throws RuntimeFailure on I/O errors.
 void save_checkpoint(const std::filesystem::path& dir, CausalLM& model,
                      const std::string& tokenizer_json,
                      const std::map<std::string, std::string>& extra_files = {});
@@ -26,7 +27,13 @@ void save_checkpoint(const std::filesystem::path& dir, CausalLM& model,
 // Files that are absent are left out; `dir` "" gives none.
 std::map<std::string, std::string> checkpoint_side_files(const std::filesystem::path& dir);
 
-// Reads config.json and the weights of `dir` into a new model (F16/BF16 weights converted to F32).
+// Sparse attention as save_checkpoint wrote it into `dir`: enables it on `model` with the saved
+// predictors and sparse heads and returns true; false when `dir` has none. InputError naming the
+// file when it is corrupt or for another model.
+bool load_sparse_attention(CausalLM& model, const std::filesystem::path& dir);
+
+// Reads config.json and the weights of `dir` into a new model (F16/BF16 weights converted to F32),
+// with its sparse attention when it has one.
 // Throws InputError naming the file for a missing/corrupt file, and naming the tensor and both
 // shapes for a missing or mis-shaped tensor. Unexpected extra tensors are an error too.
 CausalLM load_model(const std::filesystem::path& dir);

@@ -10,6 +10,7 @@
 #include "streamrl/model/fused_linear.h"
 #include "streamrl/model/kv_cache.h"
 #include "streamrl/model/swiglu.h"
+#include "streamrl/sparse/block_sparse_attention.h"
 
 namespace streamrl::model {
 namespace {
@@ -195,7 +196,8 @@ Tensor CausalLMImpl::run(const Tensor& tokens, const Tensor& positions, const Te
                          KVCache* cache, const KvWrite* write,
                          std::vector<MoeLayerTrace>* moe_traces, const std::vector<Tensor>* forced,
                          bool apply_forced, std::vector<AttentionCapture>* capture,
-                         const LayerSpan& span) {
+                         const LayerSpan& span,
+                         const std::vector<std::pair<int64_t, int64_t>>* rows) {
   const ModelConfig& c = config_;
   const int64_t B = tokens.size(0), T = tokens.size(1);
   const int64_t H = c.num_attention_heads, Hkv = c.num_key_value_heads, hd = c.head_dim;
@@ -236,7 +238,9 @@ Tensor CausalLMImpl::run(const Tensor& tokens, const Tensor& positions, const Te
     if (capture) capture->push_back({x.detach(), q.detach(), k.detach()});
 
     Tensor attn;  // [B, T, H*hd]
-    if (cache == nullptr) {
+    if (cache == nullptr && rows && sparse_ && sparse_heads_[li].any().item<bool>()) {
+      attn = sparse_train_attention(li, x, q, k, v, *rows, attn_mask, scale);
+    } else if (cache == nullptr) {
       // Grouped-query attention without copying keys per query head: query head h = j*G + g uses
       // kv head j, so fold the G group members into the query-length dimension.
       Tensor qg = q.view({B, T, Hkv, G, hd}).permute({0, 2, 3, 1, 4}).reshape({B, Hkv, G * T, hd});
@@ -260,7 +264,8 @@ Tensor CausalLMImpl::run(const Tensor& tokens, const Tensor& positions, const Te
       ck.transpose(1, 2).index_put_({write->slot, write->pos}, kf);
       cv.transpose(1, 2).index_put_({write->slot, write->pos}, vf);
       Tensor o;  // [N, H, hd]
-      if (sparse_ && qf.is_cpu() && qf.scalar_type() == torch::kFloat32) {
+      if (sparse_ && qf.is_cpu() && qf.scalar_type() == torch::kFloat32 &&
+          sparse_heads_[li].all().item<bool>()) {
         // Low-rank queries and keys of the new tokens; the keys cached like the real ones.
         torch::NoGradGuard no_grad;  // the predictors learn only in fit_sparse_predictors
         auto [q_lr, k_lr] = predictors_[li]->forward(x.reshape({B * T, -1}));  // [H, B*T, r]
@@ -346,8 +351,18 @@ StageOutput CausalLMImpl::score_layers(const Tensor& tokens, const Tensor& valid
   }
   AutocastGuard autocast(device(), autocast_dtype_);
   StageOutput stage;
-  stage.hidden = run(tokens_d, positions, allowed, nullptr, nullptr, &traces,
-                     options.replay_routing, options.replay_apply, nullptr, {first, end, input});
+  // Each row's valid span (start, length), for sparse heads that attend one sequence at a time.
+  std::vector<std::pair<int64_t, int64_t>> rows;
+  if (sparse_) {
+    const Tensor v = valid_b.to(torch::kCPU);
+    const Tensor count = v.sum(1), start = v.to(torch::kLong).argmax(1);
+    for (int64_t b = 0; b < v.size(0); ++b) {
+      rows.emplace_back(start[b].item<int64_t>(), count[b].item<int64_t>());
+    }
+  }
+  stage.hidden =
+      run(tokens_d, positions, allowed, nullptr, nullptr, &traces, options.replay_routing,
+          options.replay_apply, options.capture, {first, end, input}, sparse_ ? &rows : nullptr);
   if (end < layers) return stage;
   const Tensor& hidden = stage.hidden;
   // [B, T, V]; position t predicts token t+1. Log-prob and loss maths in fp32 whatever the
@@ -423,17 +438,100 @@ Tensor CausalLMImpl::forward_cached(const Tensor& tokens, const Tensor& position
   return output_logits(h_last);
 }
 
-void CausalLMImpl::enable_sparse_attention(const SparseAttentionConfig& config, uint64_t seed) {
+Tensor CausalLMImpl::sparse_train_attention(size_t li, const Tensor& x, const Tensor& q,
+                                            const Tensor& k, const Tensor& v,
+                                            const std::vector<std::pair<int64_t, int64_t>>& rows,
+                                            const Tensor& mask, double scale) {
+  const int64_t B = q.size(0), T = q.size(1), H = q.size(2), Hkv = k.size(2), hd = q.size(3);
+  const int64_t G = H / Hkv;
+  const Tensor& heads = sparse_heads_[li];
+  const bool all_sparse = heads.all().item<bool>();
+  const Tensor sparse_idx = heads.nonzero().squeeze(1).to(q.device());
+  const Tensor dense_idx = (~heads).nonzero().squeeze(1).to(q.device());
+  // Sparse and dense head outputs are concatenated; this puts them back in head order.
+  const Tensor order = torch::cat({sparse_idx, dense_idx}).argsort();
+  std::vector<Tensor> out(static_cast<size_t>(B));
+  std::vector<int64_t> short_rows;
+  for (int64_t b = 0; b < B; ++b) {
+    const auto [s, S] = rows[static_cast<size_t>(b)];
+    if (S < sparse_->min_tokens || S == 0) {
+      short_rows.push_back(b);
+      continue;
+    }
+    Tensor blocks;
+    {
+      torch::NoGradGuard no_grad;  // the predictors learn only in their own trainer
+      auto [q_lr, k_lr] = predictors_[li]->forward(x[b].narrow(0, s, S).to(torch::kFloat32));
+      blocks = sparse::select_key_blocks(q_lr, k_lr, sparse_->train);
+    }
+    const Tensor qb = q[b].narrow(0, s, S).transpose(0, 1);  // [H, S, hd]
+    const Tensor kb = k[b].narrow(0, s, S).transpose(0, 1);  // [Hkv, S, hd]
+    const Tensor vb = v[b].narrow(0, s, S).transpose(0, 1);
+    Tensor o;  // [H, S, hd]
+    if (all_sparse) {
+      o = sparse::block_sparse_attention(qb, kb, vb, blocks, sparse_->train.block, scale);
+    } else {
+      // Keys and values per query head (head h = j*G + g reads kv head j), split by head kind.
+      auto per_head = [&](const Tensor& t) {
+        return t.unsqueeze(1).expand({Hkv, G, S, hd}).reshape({H, S, hd});
+      };
+      const Tensor kh = per_head(kb), vh = per_head(vb);
+      const Tensor os = sparse::block_sparse_attention(
+          qb.index_select(0, sparse_idx), kh.index_select(0, sparse_idx),
+          vh.index_select(0, sparse_idx), blocks.index_select(0, sparse_idx.to(blocks.device())),
+          sparse_->train.block, scale);
+      const Tensor od = sparse::dense_causal_attention(qb.index_select(0, dense_idx),
+                                                       kh.index_select(0, dense_idx),
+                                                       vh.index_select(0, dense_idx), scale);
+      o = torch::cat({os, od}).index_select(0, order);
+    }
+    out[static_cast<size_t>(b)] =
+        torch::constant_pad_nd(o.transpose(0, 1).reshape({S, H * hd}), {0, 0, s, T - s - S});
+  }
+  if (!short_rows.empty()) {
+    const Tensor idx = torch::tensor(short_rows, torch::kLong).to(q.device());
+    const int64_t n = idx.size(0);
+    const Tensor qs = q.index_select(0, idx), ks = k.index_select(0, idx);
+    const Tensor vs = v.index_select(0, idx);
+    const Tensor qg =
+        qs.view({n, T, Hkv, G, hd}).permute({0, 2, 3, 1, 4}).reshape({n, Hkv, G * T, hd});
+    const Tensor o =
+        attend(qg, ks.transpose(1, 2), vs.transpose(1, 2), mask.index_select(0, idx), scale, G, T)
+            .view({n, Hkv, G, T, hd})
+            .permute({0, 3, 1, 2, 4})
+            .reshape({n, T, H * hd});
+    for (int64_t i = 0; i < n; ++i)
+      out[static_cast<size_t>(short_rows[static_cast<size_t>(i)])] = o[i];
+  }
+  return torch::stack(out);
+}
+
+void CausalLMImpl::enable_sparse_attention(const SparseAttentionConfig& config, uint64_t seed,
+                                           bool all_heads) {
   TORCH_CHECK(config.rank > 0 && config.decode.block > 0 && config.decode.keep >= 0 &&
                   config.decode.recent >= 0,
               "sparse attention: rank and block must be positive, keep and recent non-negative");
+  TORCH_CHECK(
+      config.train.block > 0 && config.train.keep > config.train.recent &&
+          config.train.recent >= 0 && config.min_tokens >= 0,
+      "sparse attention: train block must be positive, keep > recent >= 0, min_tokens >= 0");
   predictors_.clear();
+  sparse_heads_.clear();
   for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
     predictors_.emplace_back(config_.hidden_size, config_.num_attention_heads, config.rank,
                              seed + static_cast<uint64_t>(l));
     predictors_.back()->to(device());
+    sparse_heads_.push_back(torch::full({config_.num_attention_heads}, all_heads, torch::kBool));
   }
   sparse_ = config;
+}
+
+void CausalLMImpl::set_sparse_heads(size_t layer, const Tensor& heads) {
+  TORCH_CHECK(sparse_, "set_sparse_heads: sparse attention is not enabled");
+  TORCH_CHECK(heads.dim() == 1 && heads.size(0) == config_.num_attention_heads,
+              "set_sparse_heads: expected [", config_.num_attention_heads, "] heads, got ",
+              heads.sizes());
+  sparse_heads_.at(layer) = heads.to(torch::kCPU, torch::kBool).clone();
 }
 
 std::vector<AttentionCapture> CausalLMImpl::capture_attention(const Tensor& tokens) {

@@ -13,11 +13,13 @@
 #include "streamrl/model/model_config.h"
 #include "streamrl/model/moe.h"
 #include "streamrl/model/precision.h"
+#include "streamrl/sparse/key_blocks.h"
 #include "streamrl/sparse/lowrank_predictor.h"
 
 namespace streamrl::model {
 
 class KVCache;
+struct AttentionCapture;
 
 // What `score` computes besides log-probs; each extra costs memory.
 struct ScoreOptions {
@@ -31,6 +33,9 @@ struct ScoreOptions {
   // routed the same way, else only compared (ScoreOutput::moe counts the tokens that differ).
   const std::vector<torch::Tensor>* replay_routing = nullptr;
   bool replay_apply = true;
+  // Appends every layer's attention inputs (detached), for the sparse-attention predictors to
+  // learn from beside training (model/sparse_training.h).
+  std::vector<AttentionCapture>* capture = nullptr;
 };
 
 struct ScoreOutput {
@@ -47,11 +52,17 @@ struct StageOutput {
   ScoreOutput score;     // set when the stage ends with the model's last layer
 };
 
-// DSV sparse decoding of long contexts (off by default): per layer a low-rank predictor, whose keys
-// the KV cache holds beside the real ones, picks the key blocks each decode row attends to.
+// DSV sparse attention (off by default): per layer a low-rank predictor scores keys cheaply. On the
+// training path each sparse head's query blocks attend to their top-scored key blocks; decoding
+// attends each row to its top-scored blocks (the KV cache holds the predictors' keys) plus a
+// recent window.
 struct SparseAttentionConfig {
   int64_t rank = 16;  // low-rank dimensions per head (DSV: 16)
   SparseDecodeOptions decode;
+  sparse::KeyBlockConfig train;  // the training path's query/key blocks
+  // Training-path rows shorter than this stay dense: below it gathering the kept blocks costs
+  // more than it saves (bench sparse_attention).
+  int64_t min_tokens = 1024;
 };
 
 // One layer's attention inputs on the training path: x the normed layer input [B, T, D], q
@@ -124,12 +135,19 @@ class CausalLMImpl : public torch::nn::Module {
                                const torch::Tensor& valid, const torch::Tensor& slots,
                                KVCache& cache, std::vector<torch::Tensor>* routing = nullptr);
 
-  // Sparse decoding with fresh predictors (train them with fit_sparse_predictors). The predictors
-  // are not the model's parameters: not in named_weights, checkpoints or the policy's optimiser.
-  void enable_sparse_attention(const SparseAttentionConfig& config, uint64_t seed = 0);
+  // Sparse attention with fresh predictors (train them with fit_sparse_predictors or
+  // SparseAttentionTrainer), every head sparse unless `all_heads` is false. The predictors are not
+  // the model's parameters: not in named_weights or the policy's optimiser; checkpoints keep them
+  // in files of their own (model/checkpoint.h).
+  void enable_sparse_attention(const SparseAttentionConfig& config, uint64_t seed = 0,
+                               bool all_heads = true);
   void disable_sparse_attention() { sparse_.reset(); }
   const std::optional<SparseAttentionConfig>& sparse_attention() const { return sparse_; }
   std::vector<sparse::LowRankPredictor>& sparse_predictors() { return predictors_; }
+  // Which query heads of `layer` attend sparsely: [H] bool on the CPU. The training path runs those
+  // heads sparse; decoding runs a layer sparse once all its heads are.
+  const torch::Tensor& sparse_heads(size_t layer) const { return sparse_heads_.at(layer); }
+  void set_sparse_heads(size_t layer, const torch::Tensor& heads);
 
   // Every layer's attention inputs for tokens [B, T] (all valid, causal), without gradients.
   std::vector<AttentionCapture> capture_attention(const torch::Tensor& tokens);
@@ -148,7 +166,14 @@ class CausalLMImpl : public torch::nn::Module {
                     const torch::Tensor& mask, KVCache* cache, const KvWrite* write,
                     std::vector<MoeLayerTrace>* moe_traces = nullptr,
                     const std::vector<torch::Tensor>* forced = nullptr, bool apply_forced = true,
-                    std::vector<AttentionCapture>* capture = nullptr, const LayerSpan& span = {});
+                    std::vector<AttentionCapture>* capture = nullptr, const LayerSpan& span = {},
+                    const std::vector<std::pair<int64_t, int64_t>>* rows = nullptr);
+  // The training path's attention of a layer with sparse heads: rows (start, length) of the
+  // batch's valid tokens; rows shorter than min_tokens go through `attend` with `mask`.
+  torch::Tensor sparse_train_attention(size_t layer, const torch::Tensor& x, const torch::Tensor& q,
+                                       const torch::Tensor& k, const torch::Tensor& v,
+                                       const std::vector<std::pair<int64_t, int64_t>>& rows,
+                                       const torch::Tensor& mask, double scale);
   torch::Tensor output_logits(const torch::Tensor& hidden);
 
   ModelConfig config_;
@@ -162,6 +187,7 @@ class CausalLMImpl : public torch::nn::Module {
   bool fuse_inference_ = false;  // the CPU inference path runs fused q/k/v and gate/up GEMMs
   std::optional<SparseAttentionConfig> sparse_;
   std::vector<sparse::LowRankPredictor> predictors_;  // per layer, with sparse_
+  std::vector<torch::Tensor> sparse_heads_;           // per layer [H] bool, with sparse_
 };
 TORCH_MODULE(CausalLM);
 

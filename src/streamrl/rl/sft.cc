@@ -18,6 +18,7 @@
 #include "streamrl/model/checkpoint.h"
 #include "streamrl/model/safetensors.h"
 #include "streamrl/rl/moe_curriculum.h"
+#include "streamrl/rl/prompt_curriculum.h"
 #include "streamrl/rl/sequences.h"
 #include "streamrl/rl/train_checkpoint.h"
 #include "streamrl/tasks/dataset.h"
@@ -36,6 +37,7 @@ SftConfig SftConfig::from_config(const core::Config& root) {
   model.get("tokenizer", c.tokenizer);
   model.get("init_from", c.init_from);
   c.moe.read(model.section("moe"));
+  c.sparse.read(model.section("sparse_attention"));
   model.get("dtype", c.dtype);
   core::check_dtype_name(c.dtype);
   c.data.read(root.section("data"));
@@ -70,6 +72,11 @@ SftConfig SftConfig::from_config(const core::Config& root) {
   }
   if (c.moe_curriculum && c.epoch_size == 0) {
     throw InputError("train.moe_curriculum needs epochs: set train.epoch_size > 0");
+  }
+  if (c.sparse.enabled && (c.parallel.pp > 1 || c.parallel_ep > 1)) {
+    throw InputError(
+        "model.sparse_attention trains in one process; it cannot be combined with "
+        "parallel.pp or parallel.ep");
   }
   return c;
 }
@@ -144,6 +151,12 @@ struct Demos {
   // Adds `p`'s demonstration, the target cut to fit `max_len`.
   void add(const PromptEncoder& encoder, const tasks::Problem& p, int64_t max_len) {
     std::vector<int32_t> prompt = encoder.prompt_ids(p);
+    if (static_cast<int64_t>(prompt.size()) >= max_len) {
+      throw InputError("a prompt of " + std::to_string(prompt.size()) +
+                       " tokens does not fit the model's max_position_embeddings " +
+                       std::to_string(max_len) +
+                       "; cap data.max_difficulty or use a model with more positions");
+    }
     PromptEncoder::Target target = encoder.target(p);
     const int64_t room = std::max<int64_t>(0, max_len - static_cast<int64_t>(prompt.size()));
     if (static_cast<int64_t>(target.ids.size()) > room) {
@@ -433,6 +446,22 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
   } else if (c.run.resume && !experts) {
     resumed = resume_from_rank0(world.get(), run_dir, model, *optimizer);
   }
+  // DSV after the resume, which may have brought the predictors back; a run without it trains
+  // dense even from a checkpoint that had it.
+  std::optional<model::SparseAttentionTrainer> dsv;
+  if (c.sparse.enabled) {
+    if (world)
+      throw InputError("model.sparse_attention trains in one process; run it without launch");
+    if (model->sparse_attention() && model->sparse_attention()->rank != c.sparse.attention.rank) {
+      throw InputError("model.sparse_attention.rank is " + std::to_string(c.sparse.attention.rank) +
+                       " but the checkpoint's predictors have rank " +
+                       std::to_string(model->sparse_attention()->rank));
+    }
+    dsv.emplace(model, c.sparse);
+    if (resumed) dsv->restore(resumed->value("sparse_attention", nlohmann::json()));
+  } else {
+    model->disable_sparse_attention();
+  }
   if (resumed) {
     const nlohmann::json& state = *resumed;
     start_step = state.at("step").get<int64_t>();
@@ -454,7 +483,8 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
                                   {"loss", loss_value},
                                   {"train_seconds", train_s},
                                   {"data_order", data.state()},
-                                  {"parallel_ep", c.parallel_ep}};
+                                  {"parallel_ep", c.parallel_ep},
+                                  {"sparse_attention", dsv ? dsv->state() : nlohmann::json()}};
     if (experts) {
       model::CausalLM& m = saved_model();
       if (experts->layout().dp_rank() != 0) return;
@@ -482,7 +512,8 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
     std::vector<uint64_t> problems;
     for (int i = 0; i < c.batch_size; ++i) {
       const uint64_t index = data.problem(static_cast<uint64_t>(step) * c.batch_size + i);
-      demos.add(encoder, tasks::draw_problem(task, c.run.seed, tasks::Split::kTrain, index),
+      demos.add(encoder,
+                draw_training_problem(task, c.run.seed, index, c.data.max_difficulty, nullptr),
                 max_len);
       problems.push_back(index);
     }
@@ -513,8 +544,12 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
           });
       loss_value = pipe_stats.loss;
     } else {
+      bool observed = false;  // DSV: the predictors learn from the step's first micro-batch
       const auto train_micro = [&](const SequenceBatch& batch, const std::vector<size_t>& micro) {
-        auto out = model->score(batch.tokens, batch.valid);
+        std::vector<model::AttentionCapture> captured;
+        model::ScoreOptions options;
+        if (dsv && !observed && batch.num_completion_tokens > 0) options.capture = &captured;
+        auto out = model->score(batch.tokens, batch.valid, options);
         const double total = static_cast<double>(std::max<int64_t>(1, total_tokens));
         auto loss = -(out.logprobs * batch.completion.to(out.logprobs.device())).sum() / total;
         if (out.moe) {
@@ -523,6 +558,10 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
         }
         loss.backward();
         loss_value += loss.item<double>();
+        if (options.capture) {
+          dsv->observe(captured, batch.valid);
+          observed = true;
+        }
         if (out.moe && !micro.empty()) {
           moe_stats.add(*out.moe, c.moe.aux_top1_only, batch.num_completion_tokens);
           if (data.curriculum()) {
@@ -569,6 +608,7 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
         {"step", done},           {"loss", loss_value},     {"lr", lr},
         {"grad_norm", grad_norm}, {"tokens", total_tokens}, {"train_seconds", train_s}};
     if (!moe_stats.empty()) rec["moe"] = moe_stats.to_json(/*routing=*/false);
+    if (dsv) rec["sparse_attention"] = dsv->metrics();
     if (pipe) {
       rec["pipeline"] = {{"schedule", pipe_stats.schedule},
                          {"micro_batches", pipe_stats.micro_batches},
@@ -618,6 +658,7 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
                            {"resumed_from_step", start_step},
                            {"final_loss", loss_value},
                            {"train_seconds", train_s}};
+  if (dsv) result["sparse_attention"] = dsv->metrics();
   nlohmann::json final_rec = {{"step", c.steps}};
   if (evaluates && c.eval.n > 0) {
     torch::NoGradGuard no_grad;

@@ -9,6 +9,7 @@
 
 #include "streamrl/core/config.h"
 #include "streamrl/model/moe.h"
+#include "streamrl/model/sparse_training.h"
 #include "streamrl/rl/evaluate.h"
 #include "streamrl/rl/optim.h"
 #include "streamrl/rl/pipeline_trainer.h"
@@ -24,6 +25,9 @@ struct SftConfig {
   std::string init_from;
   model::MoeOptions moe;       // model.moe: MoE routing and router losses (dense models ignore it)
   std::string dtype = "auto";  // model.dtype: autocast precision on CUDA (core/device.h)
+  // model.sparse_attention: DSV's predictors learn beside training and sparse heads switch to
+  // sparse attention (model/sparse_training.h). One process only.
+  model::SparseTrainingOptions sparse;
   DataOptions data;
   // training
   int steps = 1000;

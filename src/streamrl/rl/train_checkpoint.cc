@@ -129,6 +129,7 @@ std::optional<ResumedCheckpoint> resume_newest(const fs::path& run_dir, model::C
       model::check_weights(model, weights, it->dir.string());
       ResumedCheckpoint resumed{*it, read_trainer_state(it->dir), {}};
       read_optimizer(it->dir, &resumed);
+      model::load_sparse_attention(model, it->dir);  // checked whole before it changes the model
       model::load_weights(model, weights, it->dir.string());
       return resumed;
     } catch (const InputError& e) {

@@ -1,0 +1,61 @@
+// DSV's two stages while a model trains (config model.sparse_attention): the sparse-attention
+// predictors learn beside the model from the attention inputs its forward captured, with no
+// gradient into the model; each head's sparsity (and the predicted blocks' coverage of its
+// attention mass) is profiled with momentum; a head switches to sparse attention, for good, once
+// its layer's predictor loss is low enough and the head sparse and well covered enough.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <vector>
+
+#include "streamrl/core/config.h"
+#include "streamrl/model/transformer.h"
+
+namespace streamrl::model {
+
+struct SparseTrainingOptions {
+  bool enabled = false;
+  SparseAttentionConfig attention;  // rank, blocks, min_tokens, decode
+  double lr = 5e-3;                 // the predictors' Adam
+  int64_t stride = 16;              // every stride-th query is scored and profiled
+  double theta = 0.9;               // the critical set holds this share of the attention mass
+  double momentum = 0.9;            // of the profiled loss, sparsity and coverage
+  double loss_threshold = 0.3;      // a layer's heads may switch once its predictor loss is below
+  double sparsity_threshold = 0.9;  // a head switches at this profiled sparsity (DSV: 90 %) ...
+  double min_coverage = 0.9;        // ... when its predicted blocks hold this share of the mass
+  int warmup_steps = 20;            // observations before any head may switch
+  uint64_t seed = 0;                // the predictors' initialisation
+
+  // Reads the keys of model.sparse_attention; InputError naming a bad key.
+  void read(const core::Config& section);
+};
+
+class SparseAttentionTrainer {
+ public:
+  // Enables sparse attention on `lm` (all heads dense) unless it already has predictors, e.g. from
+  // a resumed checkpoint. `lm` must outlive the trainer.
+  SparseAttentionTrainer(CausalLM& lm, const SparseTrainingOptions& options);
+
+  // One predictor step and profile on the longest row of a forward: captures as ScoreOptions::
+  // capture filled them, valid [B, T] the batch's valid tokens. Switches heads that qualify.
+  void observe(const std::vector<AttentionCapture>& captures, const torch::Tensor& valid);
+
+  // Per layer: predictor_loss, sparsity and coverage (means over heads), sparse_heads (indices).
+  nlohmann::json metrics() const;
+  // The profile a resumed run continues from (the predictors and sparse heads are in the model).
+  nlohmann::json state() const;
+  void restore(const nlohmann::json& state);
+
+ private:
+  CausalLM& lm_;
+  SparseTrainingOptions options_;
+  std::optional<torch::optim::Adam> optimizer_;
+  int64_t observed_ = 0;
+  std::vector<double> loss_;                        // per layer
+  std::vector<torch::Tensor> sparsity_, coverage_;  // per layer [H] float
+};
+
+}  // namespace streamrl::model
