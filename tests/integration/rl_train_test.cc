@@ -352,6 +352,42 @@ TEST_F(RlTrain, MiniBatchesStepSeveralTimesPerIterationOnEveryRank) {
   EXPECT_EQ(bad.output.find('\n'), bad.output.size() - 1) << "more than one line: " << bad.output;
 }
 
+// DSV beside RL updates: the predictors learn on every optimizer step, heads switch by the
+// thresholds, the records carry the profile and the final checkpoint the predictors; several
+// trainer ranks are refused (each would learn its own predictors).
+TEST_F(RlTrain, SparseAttentionLearnsBesideTheUpdates) {
+  const std::vector<std::string> dsv = {
+      "model.sparse_attention.enabled=true",   "model.sparse_attention.rank=4",
+      "model.sparse_attention.block=4",        "model.sparse_attention.keep=2",
+      "model.sparse_attention.min_tokens=0",   "model.sparse_attention.stride=2",
+      "model.sparse_attention.warmup_steps=1", "model.sparse_attention.sparsity_threshold=0",
+      "model.sparse_attention.min_coverage=0", "model.sparse_attention.loss_threshold=100"};
+  std::vector<std::string> args = {"train",        "--config",           dir_ + "/rl.yaml",
+                                   "run.name=dsv", "train.iterations=2", "eval.n=0",
+                                   "--json"};
+  args.insert(args.end(), dsv.begin(), dsv.end());
+  auto r = run_streamrl(args);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  int records = 0;
+  for (const auto& rec : read_metrics(dir_ + "/runs/dsv/metrics.jsonl")) {
+    if (!rec.contains("reward_mean")) continue;
+    ++records;
+    ASSERT_TRUE(rec.contains("sparse_attention")) << rec.dump();
+    EXPECT_EQ(rec["sparse_attention"]["observed"].get<int>(), records) << rec.dump();
+    EXPECT_EQ(rec["sparse_attention"]["sparse_heads"].get<int>(), 8) << rec.dump();
+  }
+  EXPECT_EQ(records, 2);
+  EXPECT_TRUE(fs::exists(dir_ + "/runs/dsv/final/sparse_attention.safetensors"));
+
+  std::vector<std::string> launched = {"launch", "--nproc", "2", "--timeout", "120", "--"};
+  launched.insert(launched.end(), args.begin(), args.end());
+  launched.push_back("run.name=dsv2");
+  auto bad = run_streamrl(launched);
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.output.find("model.sparse_attention trains in one process"), std::string::npos)
+      << bad.output;
+}
+
 // Async: generation of iteration k runs with weights k-1, never older than the bound; every
 // record names the versions it trained on; a trace and a report are written.
 TEST_F(RlTrain, AsyncRespectsTheStalenessBound) {

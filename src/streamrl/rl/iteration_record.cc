@@ -89,6 +89,7 @@ IterationRecord iteration_record(const RlRunConfig& c, int64_t it, const Iterati
     rec["moe"]["routing_replay"] = c.moe.routing_replay;
     rec["moe"]["curriculum"] = c.update.moe_curriculum;
   }
+  if (!up.sparse_attention.is_null()) rec["sparse_attention"] = up.sparse_attention;
   if (loop.ranker_metrics()) rec["ranker"] = *loop.ranker_metrics();
   if (c.dynamic_sampling.enabled) rec["dynamic_sampling"] = loop.dynamic_sampling();
   if (c.overlong.filter) rec["overlong_filtered"] = loop.filtered();

@@ -255,8 +255,15 @@ void PolicyStep::run_micro_batch(const std::vector<const ScoredSample*>& rows) {
     torch::NoGradGuard no_grad;
     p.in.old_logp = model_->score(p.seq.tokens, p.seq.valid, p.opt).logprobs;
   }
+  std::vector<model::AttentionCapture> captured;
+  const bool observe = sparse_ && !sparse_observed_;
+  if (observe) p.opt.capture = &captured;
   const model::ScoreOutput out = model_->score(p.seq.tokens, p.seq.valid, p.opt);
   loss_of(p, out).backward();
+  if (observe) {
+    sparse_->observe(captured, p.seq.valid);
+    sparse_observed_ = true;
+  }
   result_.seconds += core::seconds_since(t0);
   result_.cpu_seconds += core::thread_cpu_seconds() - cpu0;
 }
@@ -344,6 +351,7 @@ UpdateResult PolicyStep::finish(double lr, double grad_clip) {
     m.kl_term /= count;
     m.entropy_term /= count;
   }
+  if (sparse_) result_.sparse_attention = sparse_->metrics();
   result_.lr = lr;
   result_.steps = 1;
   if (count == 0) {

@@ -9,6 +9,7 @@
 
 #include "streamrl/dist/process_group.h"
 #include "streamrl/engine/sample.h"
+#include "streamrl/model/sparse_training.h"
 #include "streamrl/model/transformer.h"
 #include "streamrl/rl/optim.h"
 #include "streamrl/rl/pipeline_trainer.h"
@@ -45,6 +46,7 @@ struct UpdateResult {
   // MoE policies: router statistics weighted by micro-batch completion tokens, and how often the
   // trainer routed a token to another set of experts than the engine did (before any replay).
   model::MoeStats moe;
+  nlohmann::json sparse_attention;  // DSV's per-layer profile after the step (null: off)
 };
 
 // What the RL loop needs of one trainer step: trajectories in (eagerly as groups complete, or all
@@ -101,6 +103,9 @@ class PolicyStep : public TrainerStep {
   // MoE policies: the router losses model.moe asks for join the loss, weighted like its terms.
   void set_moe(const model::MoeOptions& moe) { moe_ = moe; }
 
+  // DSV: the step's first micro-batch also feeds `sparse`'s predictors and profile.
+  void set_sparse_attention(model::SparseAttentionTrainer* sparse) { sparse_ = sparse; }
+
   // Records each micro-batch as a span on `track` of `trace` (null: none).
   void set_trace(telemetry::Trace* trace, int track) { trace_ = trace, trace_track_ = track; }
 
@@ -129,6 +134,8 @@ class PolicyStep : public TrainerStep {
   int trace_track_ = 0;
   dist::ProcessGroup* group_ = nullptr;
   PipelineTrainer* pipeline_ = nullptr;
+  model::SparseAttentionTrainer* sparse_ = nullptr;
+  bool sparse_observed_ = false;  // this step's micro-batch fed the predictors already
 };
 
 // Runs one optimizer step on `samples` (one update per rollout): PolicyStep over all of them.

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "streamrl/dist/process_group.h"
+#include "streamrl/model/sparse_training.h"
 #include "streamrl/model/transformer.h"
 #include "streamrl/rl/rl_run_config.h"
 #include "streamrl/rl/rollout_generator.h"
@@ -41,6 +42,8 @@ struct RlRoles {
   model::CausalLM policy{nullptr};
   std::optional<model::CausalLM> reference;  // only when the loss or reward has a KL term
   std::unique_ptr<torch::optim::Optimizer> optimizer;
+  // DSV's predictors and head switches beside the policy's updates (model.sparse_attention).
+  std::unique_ptr<model::SparseAttentionTrainer> sparse;
   int64_t start_iteration = 0;      // > 0 when resumed from a checkpoint
   nlohmann::json curriculum_state;  // the online curriculum's outcomes at that checkpoint
 

@@ -119,6 +119,7 @@ nlohmann::json run_rl(const RlRunConfig& c, const std::string& resolved_config_y
     step->set_process_group(roles.group.get());
     if (pipe) step->set_pipeline(pipe.get(), roles.group.get());
     step->set_moe(c.moe);
+    step->set_sparse_attention(roles.sparse.get());
     return step;
   };
   RlLoop loop(c, *roles.task, *roles.prompts, roles.policy, roles.reference, new_step, out.trace,
@@ -168,6 +169,7 @@ nlohmann::json run_rl(const RlRunConfig& c, const std::string& resolved_config_y
     if (checkpoint_now) {
       nlohmann::json state = {{"step", done}, {"kind", "rl"}};
       if (c.data.curriculum.enabled) state["curriculum"] = loop.curriculum_state();
+      if (roles.sparse) state["sparse_attention"] = roles.sparse->state();
       save_checkpoint(c, roles, done, state);
       if (out.trace) out.trace->flush(out.trace_file);
     }
@@ -181,7 +183,9 @@ nlohmann::json run_rl(const RlRunConfig& c, const std::string& resolved_config_y
   }
 
   // The final checkpoint and held-out evaluation.
-  save_checkpoint(c, roles, c.iterations, {{"step", c.iterations}, {"kind", "rl"}});
+  nlohmann::json final_state = {{"step", c.iterations}, {"kind", "rl"}};
+  if (roles.sparse) final_state["sparse_attention"] = roles.sparse->state();
+  save_checkpoint(c, roles, c.iterations, final_state);
   model::save_checkpoint(run_dir / "final", roles.policy, roles.tokenizer->to_json(),
                          model::checkpoint_side_files(c.init_from));
   nlohmann::json result = {{"run_dir", run_dir.string()},

@@ -50,6 +50,7 @@ RlRunConfig RlRunConfig::from_config(const core::Config& root) {
   c.sgs = sgs::SgsConfig::read(root.section("sgs"), sgs_defaults);
   root.section("sgs").get("urls", c.sgs_urls);
   c.moe.read(root.section("model").section("moe"));
+  c.sparse.read(root.section("model").section("sparse_attention"));
   root.section("model").get("dtype", c.dtype);
   core::check_dtype_name(c.dtype);
   c.sgs.dtype = c.dtype;

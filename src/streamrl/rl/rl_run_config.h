@@ -64,6 +64,10 @@ struct RlRunConfig {
   // of in-process ones, in the dedicated modes; sgs.instances/threads/dispatch then do not apply.
   std::vector<std::string> sgs_urls;
   model::MoeOptions moe;  // model.moe: MoE routing and router losses (dense policies ignore it)
+  // model.sparse_attention: DSV beside the policy's updates (model/sparse_training.h); one trainer
+  // process; in colocate mode the engine shares the policy and decodes its sparse layers sparsely,
+  // dedicated engines decode dense.
+  model::SparseTrainingOptions sparse;
   // Their timeouts: sgs.connect_timeout_s, stream_idle_timeout_s, weight_timeout_s,
   // health_timeout_s, health_interval_s (dist::RemoteSgsOptions).
   dist::RemoteSgsOptions sgs_remote;
