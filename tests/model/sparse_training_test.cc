@@ -12,6 +12,7 @@
 #include "../tiny_model.h"
 #include "streamrl/core/errors.h"
 #include "streamrl/model/checkpoint.h"
+#include "streamrl/model/kv_cache.h"
 #include "streamrl/model/sparse_training.h"
 #include "streamrl/model/transformer.h"
 
@@ -89,6 +90,30 @@ TEST(SparseTraining, FewBlocksChangeOnlyRowsOfMinTokens) {
   EXPECT_TRUE(torch::isfinite(b).all().item<bool>());
   // The first query blocks have no more than 3 causal blocks: their tokens equal dense.
   EXPECT_LT((a[0].narrow(0, 0, 12) - b[0].narrow(0, 0, 12)).abs().max().item<double>(), 1e-5);
+}
+
+// Rows from 2048 tokens attend in tiles, one row at a time (no [T, T] mask): the logits at each
+// row's last token equal a prefill through the KV cache, for a full, a left-padded and a short row.
+TEST(SparseTraining, LongRowsScoreAsTheCachedPath) {
+  CausalLM lm = testing_util::tiny_model(3, 29, 2200);
+  torch::manual_seed(12);
+  const int64_t T = 2100;
+  const Tensor tokens = torch::randint(3, 29, {3, T}, torch::kLong);
+  Tensor valid = torch::ones({3, T}, torch::kBool);
+  valid[1].narrow(0, 0, 40).fill_(false);
+  valid[2].narrow(0, 20, T - 20).fill_(false);
+  torch::NoGradGuard no_grad;
+  const Tensor logits = lm->score(tokens, valid, {.return_logits = true}).logits;
+  const std::vector<std::pair<int64_t, int64_t>> spans = {{0, T}, {40, T - 40}, {0, 20}};
+  for (int64_t b = 0; b < 3; ++b) {
+    const auto [s, S] = spans[static_cast<size_t>(b)];
+    KVCache cache(lm->config(), 1, S);
+    const Tensor row = tokens[b].narrow(0, s, S).view({1, S});
+    const Tensor cached = lm->forward_cached(row, torch::arange(S, torch::kLong).view({1, S}),
+                                             torch::ones({1, S}, torch::kBool),
+                                             torch::zeros({1}, torch::kLong), cache);
+    EXPECT_LT((logits[b][s + S - 1] - cached[0]).abs().max().item<double>(), 1e-4) << "row " << b;
+  }
 }
 
 SparseTrainingOptions trainer_options(double sparsity_threshold) {

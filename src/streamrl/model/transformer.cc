@@ -56,6 +56,13 @@ Tensor apply_rope(const Tensor& x, const Tensor& cos, const Tensor& sin) {
 
 constexpr float kMasked = -std::numeric_limits<float>::infinity();
 
+// Training-path rows at least this long attend one at a time on the CPU, in query tiles against
+// the keys up to each tile (sparse::dense_causal_attention): the batched form's masked [T, T]
+// scores, mask and softmax cost more in memory traffic than in FLOPs there. A whole step of
+// configs/model/tiny.json on one row (bench sparse_attention's training_step, one thread): 0.20 s
+// batched vs 0.25 s tiled at 1k tokens, 0.47 s both at 2k, 12.6 s vs 1.9 s at 4k.
+constexpr int64_t kTiledRowTokens = 2048;
+
 // The training path's mask from allowed [B, T, L] bool: kept boolean for libtorch's fused
 // attention off the CPU (it picks flash or memory-efficient kernels by shape and dtype), else
 // additive [B, 1, 1, T, L] (broadcast over kv heads and group members) for the matmul form the
@@ -238,8 +245,8 @@ Tensor CausalLMImpl::run(const Tensor& tokens, const Tensor& positions, const Te
     if (capture) capture->push_back({x.detach(), q.detach(), k.detach()});
 
     Tensor attn;  // [B, T, H*hd]
-    if (cache == nullptr && rows && sparse_ && sparse_heads_[li].any().item<bool>()) {
-      attn = sparse_train_attention(li, x, q, k, v, *rows, attn_mask, scale);
+    if (cache == nullptr && rows) {
+      attn = row_attention(li, x, q, k, v, *rows, attn_mask, scale);
     } else if (cache == nullptr) {
       // Grouped-query attention without copying keys per query head: query head h = j*G + g uses
       // kv head j, so fold the G group members into the query-length dimension.
@@ -351,9 +358,11 @@ StageOutput CausalLMImpl::score_layers(const Tensor& tokens, const Tensor& valid
   }
   AutocastGuard autocast(device(), autocast_dtype_);
   StageOutput stage;
-  // Each row's valid span (start, length), for sparse heads that attend one sequence at a time.
+  // Each row's valid span (start, length) when some attend one sequence at a time: sparse heads,
+  // and long rows on the CPU (tiled causal attention instead of the masked [T, T] matrices).
   std::vector<std::pair<int64_t, int64_t>> rows;
-  if (sparse_) {
+  const bool by_row = sparse_ || (T >= kTiledRowTokens && tokens_d.is_cpu());
+  if (by_row) {
     const Tensor v = valid_b.to(torch::kCPU);
     const Tensor count = v.sum(1), start = v.to(torch::kLong).argmax(1);
     for (int64_t b = 0; b < v.size(0); ++b) {
@@ -362,7 +371,7 @@ StageOutput CausalLMImpl::score_layers(const Tensor& tokens, const Tensor& valid
   }
   stage.hidden =
       run(tokens_d, positions, allowed, nullptr, nullptr, &traces, options.replay_routing,
-          options.replay_apply, options.capture, {first, end, input}, sparse_ ? &rows : nullptr);
+          options.replay_apply, options.capture, {first, end, input}, by_row ? &rows : nullptr);
   if (end < layers) return stage;
   const Tensor& hidden = stage.hidden;
   // [B, T, V]; position t predicts token t+1. Log-prob and loss maths in fp32 whatever the
@@ -438,14 +447,15 @@ Tensor CausalLMImpl::forward_cached(const Tensor& tokens, const Tensor& position
   return output_logits(h_last);
 }
 
-Tensor CausalLMImpl::sparse_train_attention(size_t li, const Tensor& x, const Tensor& q,
-                                            const Tensor& k, const Tensor& v,
-                                            const std::vector<std::pair<int64_t, int64_t>>& rows,
-                                            const Tensor& mask, double scale) {
+Tensor CausalLMImpl::row_attention(size_t li, const Tensor& x, const Tensor& q, const Tensor& k,
+                                   const Tensor& v,
+                                   const std::vector<std::pair<int64_t, int64_t>>& rows,
+                                   const Tensor& mask, double scale) {
   const int64_t B = q.size(0), T = q.size(1), H = q.size(2), Hkv = k.size(2), hd = q.size(3);
   const int64_t G = H / Hkv;
-  const Tensor& heads = sparse_heads_[li];
-  const bool all_sparse = heads.all().item<bool>();
+  const Tensor heads =
+      sparse_ ? sparse_heads_[li] : torch::zeros({H}, torch::TensorOptions(torch::kBool));
+  const bool any_sparse = heads.any().item<bool>(), all_sparse = heads.all().item<bool>();
   const Tensor sparse_idx = heads.nonzero().squeeze(1).to(q.device());
   const Tensor dense_idx = (~heads).nonzero().squeeze(1).to(q.device());
   // Sparse and dense head outputs are concatenated; this puts them back in head order.
@@ -454,8 +464,21 @@ Tensor CausalLMImpl::sparse_train_attention(size_t li, const Tensor& x, const Te
   std::vector<int64_t> short_rows;
   for (int64_t b = 0; b < B; ++b) {
     const auto [s, S] = rows[static_cast<size_t>(b)];
-    if (S < sparse_->min_tokens || S == 0) {
+    const bool sparse_row = any_sparse && S >= sparse_->min_tokens && S > 0;
+    const bool tiled_row = S >= kTiledRowTokens && q.is_cpu();
+    if (!sparse_row && !tiled_row) {
       short_rows.push_back(b);
+      continue;
+    }
+    const Tensor qb = q[b].narrow(0, s, S).transpose(0, 1);  // [H, S, hd]
+    const Tensor kb = k[b].narrow(0, s, S).transpose(0, 1);  // [Hkv, S, hd]
+    const Tensor vb = v[b].narrow(0, s, S).transpose(0, 1);
+    auto place = [&](const Tensor& o) {  // [H, S, hd] -> the row's [T, H * hd], zero padding
+      out[static_cast<size_t>(b)] =
+          torch::constant_pad_nd(o.transpose(0, 1).reshape({S, H * hd}), {0, 0, s, T - s - S});
+    };
+    if (!sparse_row) {
+      place(sparse::dense_causal_attention(qb, kb, vb, scale));
       continue;
     }
     Tensor blocks;
@@ -464,9 +487,6 @@ Tensor CausalLMImpl::sparse_train_attention(size_t li, const Tensor& x, const Te
       auto [q_lr, k_lr] = predictors_[li]->forward(x[b].narrow(0, s, S).to(torch::kFloat32));
       blocks = sparse::select_key_blocks(q_lr, k_lr, sparse_->train);
     }
-    const Tensor qb = q[b].narrow(0, s, S).transpose(0, 1);  // [H, S, hd]
-    const Tensor kb = k[b].narrow(0, s, S).transpose(0, 1);  // [Hkv, S, hd]
-    const Tensor vb = v[b].narrow(0, s, S).transpose(0, 1);
     Tensor o;  // [H, S, hd]
     if (all_sparse) {
       o = sparse::block_sparse_attention(qb, kb, vb, blocks, sparse_->train.block, scale);
@@ -485,8 +505,7 @@ Tensor CausalLMImpl::sparse_train_attention(size_t li, const Tensor& x, const Te
                                                        vh.index_select(0, dense_idx), scale);
       o = torch::cat({os, od}).index_select(0, order);
     }
-    out[static_cast<size_t>(b)] =
-        torch::constant_pad_nd(o.transpose(0, 1).reshape({S, H * hd}), {0, 0, s, T - s - S});
+    place(o);
   }
   if (!short_rows.empty()) {
     const Tensor idx = torch::tensor(short_rows, torch::kLong).to(q.device());

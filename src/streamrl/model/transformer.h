@@ -168,12 +168,14 @@ class CausalLMImpl : public torch::nn::Module {
                     const std::vector<torch::Tensor>* forced = nullptr, bool apply_forced = true,
                     std::vector<AttentionCapture>* capture = nullptr, const LayerSpan& span = {},
                     const std::vector<std::pair<int64_t, int64_t>>* rows = nullptr);
-  // The training path's attention of a layer with sparse heads: rows (start, length) of the
-  // batch's valid tokens; rows shorter than min_tokens go through `attend` with `mask`.
-  torch::Tensor sparse_train_attention(size_t layer, const torch::Tensor& x, const torch::Tensor& q,
-                                       const torch::Tensor& k, const torch::Tensor& v,
-                                       const std::vector<std::pair<int64_t, int64_t>>& rows,
-                                       const torch::Tensor& mask, double scale);
+  // The training path's attention one row at a time: rows (start, length) of the batch's valid
+  // tokens. Sparse heads of rows from min_tokens attend to their predicted key blocks, other rows
+  // from 2048 tokens on the CPU to all causal keys in tiles; the remaining rows go through the
+  // batched form with `mask`.
+  torch::Tensor row_attention(size_t layer, const torch::Tensor& x, const torch::Tensor& q,
+                              const torch::Tensor& k, const torch::Tensor& v,
+                              const std::vector<std::pair<int64_t, int64_t>>& rows,
+                              const torch::Tensor& mask, double scale);
   torch::Tensor output_logits(const torch::Tensor& hidden);
 
   ModelConfig config_;
