@@ -94,6 +94,19 @@ Tensor attend(const Tensor& qg, const Tensor& keys, const Tensor& vals, const Te
   return torch::matmul(probs.to(vals.scalar_type()), vals);
 }
 
+// Grouped-query attention of a padded batch without copying keys per query head: q [B, T, H, hd],
+// k and v [B, T, Hkv, hd]; query head h = j*G + g uses kv head j, so the G group members are folded
+// into the query-length dimension. Returns [B, T, H * hd].
+Tensor batched_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+                         double scale) {
+  const int64_t B = q.size(0), T = q.size(1), H = q.size(2), Hkv = k.size(2), hd = q.size(3);
+  const int64_t G = H / Hkv;
+  const Tensor qg =
+      q.view({B, T, Hkv, G, hd}).permute({0, 2, 3, 1, 4}).reshape({B, Hkv, G * T, hd});
+  const Tensor out = attend(qg, k.transpose(1, 2), v.transpose(1, 2), mask, scale, G, T);
+  return out.view({B, Hkv, G, T, hd}).permute({0, 3, 1, 2, 4}).reshape({B, T, H * hd});
+}
+
 }  // namespace
 
 // One decoder block. Submodule and parameter names follow HF so named_parameters() are HF names.
@@ -208,7 +221,6 @@ Tensor CausalLMImpl::run(const Tensor& tokens, const Tensor& positions, const Te
   const ModelConfig& c = config_;
   const int64_t B = tokens.size(0), T = tokens.size(1);
   const int64_t H = c.num_attention_heads, Hkv = c.num_key_value_heads, hd = c.head_dim;
-  const int64_t G = H / Hkv;
   const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
 
   Tensor flat_pos = positions.reshape({-1});
@@ -248,11 +260,7 @@ Tensor CausalLMImpl::run(const Tensor& tokens, const Tensor& positions, const Te
     if (cache == nullptr && rows) {
       attn = row_attention(li, x, q, k, v, *rows, attn_mask, scale);
     } else if (cache == nullptr) {
-      // Grouped-query attention without copying keys per query head: query head h = j*G + g uses
-      // kv head j, so fold the G group members into the query-length dimension.
-      Tensor qg = q.view({B, T, Hkv, G, hd}).permute({0, 2, 3, 1, 4}).reshape({B, Hkv, G * T, hd});
-      Tensor out = attend(qg, k.transpose(1, 2), v.transpose(1, 2), attn_mask, scale, G, T);
-      attn = out.view({B, Hkv, G, T, hd}).permute({0, 3, 1, 2, 4}).reshape({B, T, H * hd});
+      attn = batched_attention(q, k, v, attn_mask, scale);
     } else {
       Tensor& ck = cache->keys(li);  // [S, Hkv, max_tokens, hd]
       Tensor& cv = cache->values(li);
@@ -345,12 +353,6 @@ StageOutput CausalLMImpl::score_layers(const Tensor& tokens, const Tensor& valid
   Tensor valid_b = valid.to(device()).to(torch::kBool);
   // Positions count valid tokens before each one, so left padding does not shift RoPE.
   Tensor positions = (valid_b.to(torch::kLong).cumsum(1) - 1).clamp_min(0);
-  // Key j is visible to query i when j <= i and j is a real token. A padding query sees itself
-  // only, which keeps its softmax finite; its output is discarded.
-  Tensor idx = torch::arange(T, tokens_d.options().dtype(torch::kLong));
-  Tensor causal = idx.view({1, T}) <= idx.view({T, 1});         // [T, T]
-  Tensor allowed = causal.unsqueeze(0) & valid_b.unsqueeze(1);  // [B, T, T]
-  allowed = allowed | torch::eye(T, valid_b.options()).unsqueeze(0);
 
   std::vector<MoeLayerTrace> traces;
   if (options.replay_routing) {
@@ -368,6 +370,19 @@ StageOutput CausalLMImpl::score_layers(const Tensor& tokens, const Tensor& valid
     for (int64_t b = 0; b < v.size(0); ++b) {
       rows.emplace_back(start[b].item<int64_t>(), count[b].item<int64_t>());
     }
+  }
+  // Key j is visible to query i when j <= i and j is a real token. A padding query sees itself
+  // only, which keeps its softmax finite; its output is discarded. Not built when every row
+  // attends on its own (the [B, T, T] mask is what long rows avoid).
+  const bool all_tiled = by_row && tokens_d.is_cpu() &&
+                         std::all_of(rows.begin(), rows.end(),
+                                     [](const auto& r) { return r.second >= kTiledRowTokens; });
+  Tensor allowed;
+  if (!all_tiled) {
+    Tensor idx = torch::arange(T, tokens_d.options().dtype(torch::kLong));
+    Tensor causal = idx.view({1, T}) <= idx.view({T, 1});  // [T, T]
+    allowed = causal.unsqueeze(0) & valid_b.unsqueeze(1);  // [B, T, T]
+    allowed = allowed | torch::eye(T, valid_b.options()).unsqueeze(0);
   }
   stage.hidden =
       run(tokens_d, positions, allowed, nullptr, nullptr, &traces, options.replay_routing,
@@ -507,20 +522,12 @@ Tensor CausalLMImpl::row_attention(size_t li, const Tensor& x, const Tensor& q, 
     }
     place(o);
   }
+  if (static_cast<int64_t>(short_rows.size()) == B) return batched_attention(q, k, v, mask, scale);
   if (!short_rows.empty()) {
     const Tensor idx = torch::tensor(short_rows, torch::kLong).to(q.device());
-    const int64_t n = idx.size(0);
-    const Tensor qs = q.index_select(0, idx), ks = k.index_select(0, idx);
-    const Tensor vs = v.index_select(0, idx);
-    const Tensor qg =
-        qs.view({n, T, Hkv, G, hd}).permute({0, 2, 3, 1, 4}).reshape({n, Hkv, G * T, hd});
-    const Tensor o =
-        attend(qg, ks.transpose(1, 2), vs.transpose(1, 2), mask.index_select(0, idx), scale, G, T)
-            .view({n, Hkv, G, T, hd})
-            .permute({0, 3, 1, 2, 4})
-            .reshape({n, T, H * hd});
-    for (int64_t i = 0; i < n; ++i)
-      out[static_cast<size_t>(short_rows[static_cast<size_t>(i)])] = o[i];
+    const Tensor o = batched_attention(q.index_select(0, idx), k.index_select(0, idx),
+                                       v.index_select(0, idx), mask.index_select(0, idx), scale);
+    for (size_t i = 0; i < short_rows.size(); ++i) out[static_cast<size_t>(short_rows[i])] = o[i];
   }
   return torch::stack(out);
 }
