@@ -213,6 +213,11 @@ TEST(SparseTraining, CheckpointKeepsPredictorsAndSparseHeads) {
   std::ofstream(dir / "a" / "sparse_attention.json") << "{\"rank\": 4}";
   EXPECT_THROW(load_sparse_attention(plain, dir / "a"), InputError);
   EXPECT_FALSE(plain->sparse_attention());
+  std::ofstream(dir / "a" / "sparse_attention.json")
+      << R"({"rank": 4, "block": 4, "keep": 1, "recent": 1, "min_tokens": 0,
+             "decode": {"block": 4, "keep": 2, "recent": 4}})";
+  EXPECT_THROW(load_sparse_attention(plain, dir / "a"), InputError);  // keep must exceed recent
+  EXPECT_FALSE(plain->sparse_attention());
   fs::remove_all(dir);
 }
 

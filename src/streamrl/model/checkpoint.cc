@@ -163,42 +163,43 @@ bool load_sparse_attention(CausalLM& model, const fs::path& dir) {
     throw InputError(config_file.string() + ": not a sparse-attention config (" + e.what() + ")");
   }
   const TensorMap tensors = read_safetensors(weights_file);
-  // Built aside and checked whole, so a bad file leaves `model` as it was.
-  CausalLM probe(model->config());
-  try {
-    probe->enable_sparse_attention(config, 0, false);
-  } catch (const c10::Error& e) {
-    throw InputError(config_file.string() + ": " + e.msg());
-  }
-  auto& predictors = probe->sparse_predictors();
+  // Checked whole against one predictor of the expected shape, so a bad file leaves `model` as it
+  // was.
+  const ModelConfig& mc = model->config();
+  if (config.rank <= 0) throw InputError(config_file.string() + ": rank must be > 0");
+  sparse::LowRankPredictor shape(mc.hidden_size, mc.num_attention_heads, config.rank);
   std::vector<torch::Tensor> heads;
-  size_t expected = 0;
-  for (size_t l = 0; l < predictors.size(); ++l) {
+  for (int64_t l = 0; l < mc.num_hidden_layers; ++l) {
     const std::string layer = "layers." + std::to_string(l) + ".";
-    for (const auto& p : predictors[l]->named_parameters()) {
+    for (const auto& p : shape->named_parameters()) {
       auto it = tensors.find(layer + p.key());
       if (it == tensors.end() || it->second.sizes() != p.value().sizes()) {
         throw InputError(weights_file.string() + ": tensor '" + layer + p.key() +
                          "' is missing or not of shape " + shape_str(p.value().sizes()));
       }
-      ++expected;
     }
     auto it = tensors.find(layer + "sparse_heads");
-    if (it == tensors.end() || it->second.sizes() != probe->sparse_heads(l).sizes()) {
+    if (it == tensors.end() || it->second.dim() != 1 ||
+        it->second.size(0) != mc.num_attention_heads) {
       throw InputError(weights_file.string() + ": tensor '" + layer +
                        "sparse_heads' is missing or not one flag per attention head");
     }
     heads.push_back(it->second);
-    ++expected;
   }
+  const size_t expected =
+      static_cast<size_t>(mc.num_hidden_layers) * (shape->named_parameters().size() + 1);
   if (tensors.size() != expected) {
     throw InputError(weights_file.string() + ": holds tensors of another model (" +
                      std::to_string(tensors.size()) + ", expected " + std::to_string(expected) +
                      ")");
   }
-  model->enable_sparse_attention(config, 0, false);
+  try {
+    model->enable_sparse_attention(config, 0, false);  // checks the config before any change
+  } catch (const c10::Error& e) {
+    throw InputError(config_file.string() + ": " + e.msg());
+  }
   torch::NoGradGuard no_grad;
-  for (size_t l = 0; l < predictors.size(); ++l) {
+  for (size_t l = 0; l < heads.size(); ++l) {
     const std::string layer = "layers." + std::to_string(l) + ".";
     for (auto& p : model->sparse_predictors()[l]->named_parameters()) {
       p.value().copy_(tensors.at(layer + p.key()).to(torch::kFloat32));
