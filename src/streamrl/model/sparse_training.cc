@@ -53,6 +53,11 @@ void SparseTrainingOptions::read(const core::Config& section) {
 
 SparseAttentionTrainer::SparseAttentionTrainer(CausalLM& lm, const SparseTrainingOptions& options)
     : lm_(lm), options_(options) {
+  if (lm_->sparse_attention() && lm_->sparse_attention()->rank != options.attention.rank) {
+    throw InputError("model.sparse_attention.rank is " + std::to_string(options.attention.rank) +
+                     " but the checkpoint's predictors have rank " +
+                     std::to_string(lm_->sparse_attention()->rank));
+  }
   if (!lm_->sparse_attention()) {
     lm_->enable_sparse_attention(options.attention, options.seed, /*all_heads=*/false);
   }
@@ -181,6 +186,22 @@ void SparseAttentionTrainer::restore(const nlohmann::json& state) {
     sparsity_[l] = tensor(rec.at("sparsity"));
     coverage_[l] = tensor(rec.at("coverage"));
   }
+}
+
+std::unique_ptr<SparseAttentionTrainer> start_sparse_attention(CausalLM& lm,
+                                                               const SparseTrainingOptions& options,
+                                                               const nlohmann::json& resumed_state,
+                                                               int processes) {
+  if (!options.enabled) {
+    lm->disable_sparse_attention();
+    return nullptr;
+  }
+  if (processes > 1) {
+    throw InputError("model.sparse_attention trains in one process; run it without launch");
+  }
+  auto trainer = std::make_unique<SparseAttentionTrainer>(lm, options);
+  trainer->restore(resumed_state);
+  return trainer;
 }
 
 }  // namespace streamrl::model

@@ -7,6 +7,7 @@
 
 #include <torch/torch.h>
 
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <vector>
@@ -36,7 +37,8 @@ struct SparseTrainingOptions {
 class SparseAttentionTrainer {
  public:
   // Enables sparse attention on `lm` (all heads dense) unless it already has predictors, e.g. from
-  // a resumed checkpoint. `lm` must outlive the trainer.
+  // a resumed checkpoint (InputError when their rank is not options.attention.rank). `lm` must
+  // outlive the trainer.
   SparseAttentionTrainer(CausalLM& lm, const SparseTrainingOptions& options);
 
   // One predictor step and profile on the longest row of a forward: captures as ScoreOptions::
@@ -57,5 +59,14 @@ class SparseAttentionTrainer {
   std::vector<double> loss_;                        // per layer
   std::vector<torch::Tensor> sparsity_, coverage_;  // per layer [H] float
 };
+
+// What a trainer does with model.sparse_attention once `lm` is loaded or resumed: with `enabled`, a
+// trainer continuing `resumed_state` (null: a fresh profile); otherwise none, and `lm` trains
+// dense even when its checkpoint had predictors. InputError with `enabled` when the run has
+// several `processes` (each would learn predictors of its own).
+std::unique_ptr<SparseAttentionTrainer> start_sparse_attention(CausalLM& lm,
+                                                               const SparseTrainingOptions& options,
+                                                               const nlohmann::json& resumed_state,
+                                                               int processes);
 
 }  // namespace streamrl::model

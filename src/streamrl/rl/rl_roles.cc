@@ -82,23 +82,12 @@ RlRoles RlRoles::set_up(const RlRunConfig& c) {
       if (!r.lead) load_optimizer_bytes(*r.optimizer, state);
     }
   }
-  // DSV after the resume, which may have brought back the predictors; without it the policy (and
-  // reference) train and score dense even from a checkpoint that had it.
-  if (c.sparse.enabled) {
-    if (r.group)
-      throw InputError("model.sparse_attention trains in one process; run it without launch");
-    if (r.policy->sparse_attention() &&
-        r.policy->sparse_attention()->rank != c.sparse.attention.rank) {
-      throw InputError("model.sparse_attention.rank is " + std::to_string(c.sparse.attention.rank) +
-                       " but " + c.init_from + "'s predictors have rank " +
-                       std::to_string(r.policy->sparse_attention()->rank));
-    }
-    r.sparse = std::make_unique<model::SparseAttentionTrainer>(r.policy, c.sparse);
-    r.sparse->restore(resumed.value("sparse_attention", nlohmann::json()));
-  } else {
-    r.policy->disable_sparse_attention();
-    if (r.reference) (*r.reference)->disable_sparse_attention();
-  }
+  // DSV after the resume, which may have brought back the predictors. Without it the reference
+  // scores dense too.
+  r.sparse = model::start_sparse_attention(r.policy, c.sparse,
+                                           resumed.value("sparse_attention", nlohmann::json()),
+                                           r.group ? r.group->world_size() : 1);
+  if (!r.sparse && r.reference) (*r.reference)->disable_sparse_attention();
   r.start_iteration = resumed.at("step").get<int64_t>();
   r.curriculum_state = resumed.value("curriculum", nlohmann::json());
   return r;

@@ -446,22 +446,11 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
   } else if (c.run.resume && !experts) {
     resumed = resume_from_rank0(world.get(), run_dir, model, *optimizer);
   }
-  // DSV after the resume, which may have brought the predictors back; a run without it trains
-  // dense even from a checkpoint that had it.
-  std::optional<model::SparseAttentionTrainer> dsv;
-  if (c.sparse.enabled) {
-    if (world)
-      throw InputError("model.sparse_attention trains in one process; run it without launch");
-    if (model->sparse_attention() && model->sparse_attention()->rank != c.sparse.attention.rank) {
-      throw InputError("model.sparse_attention.rank is " + std::to_string(c.sparse.attention.rank) +
-                       " but the checkpoint's predictors have rank " +
-                       std::to_string(model->sparse_attention()->rank));
-    }
-    dsv.emplace(model, c.sparse);
-    if (resumed) dsv->restore(resumed->value("sparse_attention", nlohmann::json()));
-  } else {
-    model->disable_sparse_attention();
-  }
+  // DSV after the resume, which may have brought the predictors back.
+  const std::unique_ptr<model::SparseAttentionTrainer> dsv = model::start_sparse_attention(
+      model, c.sparse,
+      resumed ? resumed->value("sparse_attention", nlohmann::json()) : nlohmann::json(),
+      world ? world->world_size() : 1);
   if (resumed) {
     const nlohmann::json& state = *resumed;
     start_step = state.at("step").get<int64_t>();
