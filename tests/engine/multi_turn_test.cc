@@ -166,9 +166,10 @@ TEST(MultiTurn, EngineRunTurnsMatchTheCallersTurns) {
   std::vector<Sample> out;
   std::vector<size_t> turn_starts;
   Request r = greedy_turn(0, {1, 5, 7, 3}, cap, &out, /*hold=*/false);
-  r.on_turn = [&](const Sample& s, size_t turn_start) {
+  r.on_turn = [&](const Sample& s, size_t turn_start) -> TurnWork {
     turn_starts.push_back(turn_start);
-    return s.turns <= 2 ? appended[static_cast<size_t>(s.turns - 1)] : std::vector<int32_t>{};
+    if (s.turns > 2) return nullptr;
+    return [ids = appended[static_cast<size_t>(s.turns - 1)]] { return ids; };
   };
   engine.add_request(std::move(r));
   engine.add_request(greedy_turn(1, {1, 9}, 30, &other, false));
@@ -194,7 +195,9 @@ TEST(MultiTurn, EngineRunRolloutsEndOnceAndFreeTheirSlots) {
   cfg.max_batch_size = 2;
   cfg.max_seq_len = 40;
   Engine engine(engine_model(), cfg);
-  const auto forever = [](const Sample&, size_t) { return std::vector<int32_t>{4, 4}; };
+  const auto forever = [](const Sample&, size_t) -> TurnWork {
+    return [] { return std::vector<int32_t>{4, 4}; };
+  };
   std::vector<Sample> out;
   Request r = greedy_turn(0, {1, 5}, 3, &out, false);
   r.n = 2;
@@ -234,8 +237,9 @@ TEST(MultiTurn, EngineRunRolloutsEndOnceAndFreeTheirSlots) {
   t.prompt_ids = {1, 7};
   t.params.temperature = 0;
   t.params.max_new_tokens = 2;
-  t.on_turn = [](const Sample& s, size_t) {
-    return s.turns < 3 ? std::vector<int32_t>{5} : std::vector<int32_t>{};
+  t.on_turn = [](const Sample& s, size_t) -> TurnWork {
+    if (s.turns >= 3) return nullptr;
+    return [] { return std::vector<int32_t>{5}; };
   };
   t.on_sample = [&](Sample&& s) {
     std::lock_guard<std::mutex> lock(mu);
@@ -262,13 +266,15 @@ TEST(MultiTurn, EngineRunTurnsLetOtherSamplesDecodeWhileToolsRun) {
   std::vector<Sample> tooled, plain;
   bool saw_plain_done = false;
   Request r = greedy_turn(0, {1, 5}, 2, &tooled, false);
-  r.on_turn = [&](const Sample& s, size_t) {
-    if (s.turns > 1) return std::vector<int32_t>{};
+  r.on_turn = [&](const Sample& s, size_t) -> TurnWork {
+    if (s.turns > 1) return nullptr;
     // A slow tool: it returns once the other request has finished (or after 3 s, when the engine
     // thread itself is stuck here and nothing else can decode).
-    std::unique_lock<std::mutex> lock(mu);
-    saw_plain_done = cv.wait_for(lock, std::chrono::seconds(3), [&] { return !plain.empty(); });
-    return std::vector<int32_t>{4};
+    return [&] {
+      std::unique_lock<std::mutex> lock(mu);
+      saw_plain_done = cv.wait_for(lock, std::chrono::seconds(3), [&] { return !plain.empty(); });
+      return std::vector<int32_t>{4};
+    };
   };
   Request other;
   other.request_id = 1;
@@ -288,24 +294,69 @@ TEST(MultiTurn, EngineRunTurnsLetOtherSamplesDecodeWhileToolsRun) {
   EXPECT_EQ(tooled[0].turns, 2);
   EXPECT_EQ(tooled[0].output_ids.size(), 2u + 1 + 2);
 
-  std::vector<Sample> failed;
-  Request bad = greedy_turn(2, {1, 6}, 2, &failed, false);
-  bad.on_turn = [](const Sample&, size_t) -> std::vector<int32_t> {
-    throw std::runtime_error("tool runner broke");
+  // The callback throws as it decides (engine thread), its work throws (off it), or its work
+  // returns a token the model does not have.
+  const std::pair<TurnCallback, std::string> breaking[] = {
+      {[](const Sample&, size_t) -> TurnWork { throw std::runtime_error("tool runner broke"); },
+       "tool runner broke"},
+      {[](const Sample&, size_t) -> TurnWork {
+         return []() -> std::vector<int32_t> { throw std::runtime_error("tool runner broke"); };
+       },
+       "tool runner broke"},
+      {[](const Sample&, size_t) -> TurnWork {
+         return [] { return std::vector<int32_t>{4, 100000}; };
+       },
+       "turn of request 2: token id 100000 outside the vocabulary"}};
+  for (const auto& [broken, message] : breaking) {
+    std::vector<Sample> failed;
+    Request bad = greedy_turn(2, {1, 6}, 2, &failed, false);
+    bad.on_turn = broken;
+    engine.add_request(std::move(bad));
+    bool threw = false;
+    for (int i = 0; i < 200 && failed.empty(); ++i) {
+      try {
+        if (!engine.step()) engine.wait_for_work(std::chrono::milliseconds(20));
+      } catch (const std::exception& e) {
+        threw = std::string(e.what()).find(message) == 0;
+      }
+    }
+    EXPECT_TRUE(threw) << message;
+    ASSERT_EQ(failed.size(), 1u);
+    EXPECT_EQ(failed[0].finish_reason, FinishReason::kAborted);
+    engine.run_until_idle();  // the engine serves on; the failed rollout left nothing held
+    EXPECT_EQ(engine.held_samples(), 0);
+  }
+}
+
+// A rollout whose turn calls for nothing more leaves in the step that ended it: no thread, no
+// later step; and the threads that ran turns are kept for the next ones.
+TEST(MultiTurn, EngineRunRolloutsThatEndLeaveAtOnce) {
+  EngineConfig cfg;
+  cfg.max_batch_size = 2;
+  Engine engine(engine_model(), cfg);
+  std::vector<Sample> out;
+  Request r = greedy_turn(0, {1, 5}, 3, &out, false);
+  r.on_turn = [](const Sample& s, size_t) -> TurnWork {
+    if (s.turns >= 2) return nullptr;
+    return [] { return std::vector<int32_t>{4}; };
   };
-  engine.add_request(std::move(bad));
-  bool threw = false;
-  for (int i = 0; i < 200 && failed.empty(); ++i) {
-    try {
-      if (!engine.step()) engine.wait_for_work(std::chrono::milliseconds(20));
-    } catch (const std::runtime_error& e) {
-      threw = std::string(e.what()) == "tool runner broke";
+  engine.add_request(std::move(r));
+  int steps = 0;
+  bool worked = false;  // whether the last step() ran the model
+  while (out.empty() && steps < 100) {
+    worked = engine.step();
+    if (worked) {
+      ++steps;
+    } else {
+      engine.wait_for_work(std::chrono::milliseconds(20));
     }
   }
-  EXPECT_TRUE(threw);
-  ASSERT_EQ(failed.size(), 1u);
-  EXPECT_EQ(failed[0].finish_reason, FinishReason::kAborted);
-  engine.run_until_idle();  // the engine serves on; the failed rollout left nothing held
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].turns, 2);
+  // Three steps sample the first turn; the second turn's prefill samples its first token, two
+  // more steps the rest, and that sixth step delivers the rollout.
+  EXPECT_TRUE(worked) << "the rollout was delivered by a later, idle step";
+  EXPECT_EQ(steps, 6);
   EXPECT_EQ(engine.held_samples(), 0);
 }
 

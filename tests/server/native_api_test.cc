@@ -84,9 +84,11 @@ TEST(NativeApi, ToolsMakeTheEngineRunTheRollout) {
   turn.output_ids =
       tok->encode(R"(<tool_call>{"name":"calc","arguments":{"expression":"6*7"}}</tool_call>)");
   turn.finish_reason = engine::FinishReason::kStop;
-  EXPECT_EQ(tok->decode(r.jobs[0].on_turn(turn, 0)), "<tool_response>42</tool_response>");
+  const engine::TurnWork work = r.jobs[0].on_turn(turn, 0);
+  ASSERT_TRUE(work) << "a turn with a call continues";
+  EXPECT_EQ(tok->decode(work()), "<tool_response>42</tool_response>");
   turn.turns = 3;  // max_turns reached
-  EXPECT_TRUE(r.jobs[0].on_turn(turn, 0).empty());
+  EXPECT_FALSE(r.jobs[0].on_turn(turn, 0));
 }
 
 TEST(NativeApi, SampleLineCarriesTheSampleRecord) {

@@ -17,6 +17,16 @@ double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// InputError naming `what` for a token id outside [0, vocab).
+void check_token_ids(const std::vector<int32_t>& ids, int64_t vocab, const std::string& what) {
+  for (int32_t t : ids) {
+    if (t < 0 || t >= vocab) {
+      throw InputError(what + ": token id " + std::to_string(t) + " outside the vocabulary [0, " +
+                       std::to_string(vocab) + ")");
+    }
+  }
+}
+
 int64_t reservation(const Request& r) {
   return static_cast<int64_t>(r.prompt_ids.size()) + r.params.max_new_tokens;
 }
@@ -100,9 +110,7 @@ Engine::Engine(model::CausalLM model, const EngineConfig& config, int64_t weight
   stats_.weight_version = weight_version;
 }
 
-Engine::~Engine() {
-  for (auto& t : turn_tasks_) t.wait();  // a callback still out pushes into this engine
-}
+Engine::~Engine() = default;
 
 void Engine::add_request(Request request) {
   const std::string id = "request " + std::to_string(request.request_id);
@@ -127,13 +135,7 @@ void Engine::add_request(Request request) {
     throw InputError(id + ": needs " + std::to_string(reservation(request) * request.n) +
                      " KV tokens, more than the budget " + std::to_string(config_.kv_token_budget));
   }
-  const int64_t vocab = model_->config().vocab_size;
-  for (int32_t t : request.prompt_ids) {
-    if (t < 0 || t >= vocab) {
-      throw InputError(id + ": token id " + std::to_string(t) + " outside the vocabulary [0, " +
-                       std::to_string(vocab) + ")");
-    }
-  }
+  check_token_ids(request.prompt_ids, model_->config().vocab_size, id);
   {
     std::lock_guard<std::mutex> lock(mu_);
     inbox_.emplace_back(std::move(request), now_s());
@@ -168,14 +170,8 @@ void Engine::stop_sample(int64_t request_id, int32_t sample_index) {
 }
 
 void Engine::continue_sample(Continuation continuation) {
-  const int64_t vocab = model_->config().vocab_size;
-  for (int32_t t : continuation.appended_ids) {
-    if (t < 0 || t >= vocab) {
-      throw InputError("continuation of request " + std::to_string(continuation.request_id) +
-                       ": token id " + std::to_string(t) + " outside the vocabulary [0, " +
-                       std::to_string(vocab) + ")");
-    }
-  }
+  check_token_ids(continuation.appended_ids, model_->config().vocab_size,
+                  "continuation of request " + std::to_string(continuation.request_id));
   {
     std::lock_guard<std::mutex> lock(mu_);
     continuations_.push_back(std::move(continuation));
@@ -562,21 +558,42 @@ void Engine::finish(size_t index, FinishReason reason) {
     return;
   }
   if (reason != FinishReason::kAborted && *run->on_turn) {
-    start_turn(std::move(run));
-    return;
+    // Deciding is quick and stays here: a rollout that ends leaves now, not a thread hop later.
+    TurnWork work;
+    std::exception_ptr error;
+    try {
+      work = (*run->on_turn)(run->sample, run->turn_start);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    if (work || error) {
+      start_turn(std::move(run), std::move(work), error);
+      return;
+    }
   }
   deliver(std::move(run));
 }
 
-void Engine::start_turn(std::unique_ptr<Running> run) {
-  // The sample keeps its slot and KV cache while its tools run; the callback gets a copy.
+void Engine::start_turn(std::unique_ptr<Running> run, TurnWork work, std::exception_ptr error) {
+  // The sample keeps its slot and KV cache while its tools run.
   const std::pair<int64_t, int32_t> key{run->sample.request_id, run->sample.sample_index};
-  auto task = [this, key, callback = run->on_turn, sample = run->sample,
-               turn_start = run->turn_start, cap = run->turn_cap] {
-    Continuation next{key.first, key.second, {}, cap};
+  Continuation next{key.first, key.second, {}, run->turn_cap};
+  held_[key] = std::move(run);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    turns_out_ += 1;
+    if (error) {  // on_turn threw: the outcome is known now
+      turn_results_.emplace_back(std::move(next), error);
+      return;
+    }
+  }
+  turn_workers_.submit([this, next = std::move(next), work = std::move(work),
+                        vocab = model_->config().vocab_size]() mutable {
     std::exception_ptr error;
     try {
-      next.appended_ids = (*callback)(sample, turn_start);
+      next.appended_ids = work();
+      check_token_ids(next.appended_ids, vocab,
+                      "turn of request " + std::to_string(next.request_id));
     } catch (...) {
       error = std::current_exception();
     }
@@ -585,16 +602,7 @@ void Engine::start_turn(std::unique_ptr<Running> run) {
       turn_results_.emplace_back(std::move(next), error);
     }
     work_cv_.notify_all();
-  };
-  held_[key] = std::move(run);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    turns_out_ += 1;
-  }
-  std::erase_if(turn_tasks_, [](const std::future<void>& t) {
-    return t.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
   });
-  turn_tasks_.push_back(std::async(std::launch::async, std::move(task)));
 }
 
 void Engine::apply_turn_results() {
@@ -604,12 +612,9 @@ void Engine::apply_turn_results() {
     results.swap(turn_results_);
     turns_out_ -= static_cast<int64_t>(results.size());
   }
-  const int64_t vocab = model_->config().vocab_size;
   std::exception_ptr first_error;
   for (auto& [next, error] : results) {
-    const bool valid = std::all_of(next.appended_ids.begin(), next.appended_ids.end(),
-                                   [vocab](int32_t t) { return t >= 0 && t < vocab; });
-    if (!error && !next.appended_ids.empty() && valid) {
+    if (!error && !next.appended_ids.empty()) {
       continuing_.push_back(std::move(next));
       continue;
     }

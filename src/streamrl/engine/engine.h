@@ -21,6 +21,7 @@
 #include <optional>
 #include <vector>
 
+#include "streamrl/core/worker_pool.h"
 #include "streamrl/engine/sample.h"
 #include "streamrl/model/kv_cache.h"
 #include "streamrl/model/transformer.h"
@@ -58,7 +59,13 @@ struct TokenEvent {
   const std::vector<TokenLogprob>* top = nullptr;  // params.top_logprobs alternatives, or empty
 };
 using TokenCallback = std::function<void(const TokenEvent&)>;
-using TurnCallback = std::function<std::vector<int32_t>(const Sample& sample, size_t turn_start)>;
+// A finished turn's follow-up work, run off the engine thread (e.g. a rollout's tool calls): it
+// returns the ids to append before the next turn (empty: the rollout ends).
+using TurnWork = std::function<std::vector<int32_t>()>;
+// Called on the engine thread when a sample ends a turn, with the sample so far and where that
+// turn starts in output_ids; it must be quick (parse the turn, decide). An empty TurnWork ends the
+// rollout at once.
+using TurnCallback = std::function<TurnWork(const Sample& sample, size_t turn_start)>;
 
 struct Request {
   int64_t request_id = 0;
@@ -77,12 +84,12 @@ struct Request {
   // its on_sample, until the caller continues it (Engine::continue_sample) or releases it.
   bool hold_kv = false;
   // Multi-turn rollouts the engine runs to their end itself (RL on tool-using tasks): called each
-  // time a sample ends a turn, with the sample so far and where that turn starts in output_ids,
-  // on a thread of its own, so the other samples decode while a tool runs. The ids it returns
-  // (e.g. rendered tool results) are appended and the next turn is sampled, up to
-  // params.max_new_tokens, without the sample leaving its slot; an empty return ends the rollout,
-  // and on_sample gets the whole trajectory once. An exception is rethrown by the next step().
-  // Not with hold_kv.
+  // time a sample ends a turn. The work it returns runs on a thread of the engine's pool, so the
+  // other samples decode while a tool runs; the ids that work returns (e.g. rendered tool results)
+  // are appended and the next turn is sampled, up to params.max_new_tokens, without the sample
+  // leaving its slot. No work, or no ids, ends the rollout, and on_sample gets the whole
+  // trajectory once. An exception (from either) ends the rollout as aborted and is rethrown by the
+  // next step(). Not with hold_kv.
   TurnCallback on_turn;
 };
 
@@ -190,8 +197,9 @@ class Engine {
   template <class Pred>
   void drop_held(Pred&& pred);
   void admit_continuations();
-  // Runs a finished turn's on_turn off the engine thread; its result comes back in turn_results_.
-  void start_turn(std::unique_ptr<Running> run);
+  // Holds a sample whose turn ended and runs the turn's work off the engine thread (or takes the
+  // error its on_turn threw); the outcome comes back in turn_results_.
+  void start_turn(std::unique_ptr<Running> run, TurnWork work, std::exception_ptr error);
   void apply_turn_results();
 
   model::CausalLM model_;
@@ -225,11 +233,12 @@ class Engine {
   std::optional<int64_t> pending_version_;
   EngineStats stats_;
 
-  // Engine-thread state: the threads running turn callbacks (joined by the destructor), and the
-  // last weights installed and their version, for recover().
+  // Engine-thread state: the last weights installed and their version, for recover().
   std::map<std::string, torch::Tensor> last_good_;
   int64_t last_good_version_ = 0;
-  std::vector<std::future<void>> turn_tasks_;
+  // The threads running turn work; last, so it is destroyed (waiting for work still out, which
+  // pushes into this engine) before anything that work touches.
+  core::WorkerPool turn_workers_;
 };
 
 }  // namespace streamrl::engine

@@ -13,6 +13,7 @@
 #include "streamrl/engine/engine.h"
 #include "streamrl/tokenizer/tokenizer.h"
 #include "streamrl/tools/tool.h"
+#include "streamrl/tools/tool_call_parser.h"
 
 namespace streamrl::engine {
 
@@ -28,11 +29,18 @@ std::optional<ToolTurn> next_tool_turn(const std::string& reply, bool stopped, i
                                        int max_turns, const tools::ToolRunner& runner,
                                        const tokenizer::Tokenizer& tok);
 
+// next_tool_turn's two halves: the calls to run (none: the rollout ends), a quick parse; and
+// running them, the slow part.
+std::vector<tools::ToolCall> turn_tool_calls(const std::string& reply, bool stopped, int turns,
+                                             int max_turns);
+ToolTurn run_tool_calls(const std::vector<tools::ToolCall>& calls, const tools::ToolRunner& runner,
+                        const tokenizer::Tokenizer& tok);
+
 // A TurnCallback that runs tool rollouts to their end inside the engine, wherever it runs (the
 // trainer's thread, an SGS instance's, a server's): the generator, the pool and the trainer see
-// only whole trajectories. A turn's calls run concurrently, off the engine thread
-// (Request::on_turn), each bounded by the runner's timeout. `tok` must outlive the engines.
-// `on_calls`, when set, sees each turn that called tools (on the callback's thread).
+// only whole trajectories. A turn is parsed on the engine thread; its calls run concurrently, off
+// it (Request::on_turn), each bounded by the runner's timeout. `tok` must outlive the engines.
+// `on_calls`, when set, sees each turn that called tools (on the thread that ran them).
 using ToolTurnObserver = std::function<void(const Sample&, const ToolTurn&)>;
 TurnCallback tool_turns(std::shared_ptr<const tools::ToolRunner> runner,
                         const tokenizer::Tokenizer& tok, int max_turns,
