@@ -11,6 +11,7 @@
 #include "streamrl/core/errors.h"
 #include "streamrl/core/fs.h"
 #include "streamrl/model/safetensors.h"
+#include "streamrl/model/sparse_training.h"
 
 namespace streamrl::model {
 namespace fs = std::filesystem;
@@ -34,20 +35,6 @@ nlohmann::json to_json(const SparseAttentionConfig& c) {
           {"min_tokens", c.min_tokens},
           {"decode",
            {{"block", c.decode.block}, {"keep", c.decode.keep}, {"recent", c.decode.recent}}}};
-}
-
-SparseAttentionConfig sparse_config_from_json(const nlohmann::json& j) {
-  SparseAttentionConfig c;
-  c.rank = j.at("rank").get<int64_t>();
-  c.train.block = j.at("block").get<int64_t>();
-  c.train.keep = j.at("keep").get<int64_t>();
-  c.train.recent = j.at("recent").get<int64_t>();
-  c.min_tokens = j.at("min_tokens").get<int64_t>();
-  const nlohmann::json& d = j.at("decode");
-  c.decode.block = d.at("block").get<int64_t>();
-  c.decode.keep = d.at("keep").get<int64_t>();
-  c.decode.recent = d.at("recent").get<int64_t>();
-  return c;
 }
 
 void write_sparse_attention(const fs::path& dir, CausalLM& model) {
@@ -157,16 +144,16 @@ bool load_sparse_attention(CausalLM& model, const fs::path& dir) {
   const fs::path config_file = dir / kSparseConfigFile, weights_file = dir / kSparseWeightsFile;
   if (!fs::exists(config_file)) return false;
   SparseAttentionConfig config;
-  try {
-    config = sparse_config_from_json(nlohmann::json::parse(core::read_file(config_file)));
-  } catch (const nlohmann::json::exception& e) {
+  try {  // JSON is YAML: the config reader checks it as it checks model.sparse_attention
+    config = read_sparse_attention_config(core::Config::from_string(core::read_file(config_file)),
+                                          /*required=*/true);
+  } catch (const InputError& e) {
     throw InputError(config_file.string() + ": not a sparse-attention config (" + e.what() + ")");
   }
   const TensorMap tensors = read_safetensors(weights_file);
   // Checked whole against one predictor of the expected shape, so a bad file leaves `model` as it
   // was.
   const ModelConfig& mc = model->config();
-  if (config.rank <= 0) throw InputError(config_file.string() + ": rank must be > 0");
   sparse::LowRankPredictor shape(mc.hidden_size, mc.num_attention_heads, config.rank);
   std::vector<torch::Tensor> heads;
   for (int64_t l = 0; l < mc.num_hidden_layers; ++l) {

@@ -8,18 +8,49 @@
 
 namespace streamrl::model {
 
-void SparseTrainingOptions::read(const core::Config& section) {
-  SparseAttentionConfig& a = attention;
-  section.get("enabled", enabled);
-  section.get("rank", a.rank);
-  section.get("block", a.train.block);
-  section.get("keep", a.train.keep);
-  section.get("recent", a.train.recent);
-  section.get("min_tokens", a.min_tokens);
+namespace {
+
+// "config key 'model.sparse_attention.rank' must be > 0" when `ok` is false.
+void need(const core::Config& section, bool ok, const char* key, const char* what) {
+  if (ok) return;
+  const std::string prefix = section.prefix().empty() ? "" : section.prefix() + ".";
+  throw InputError("config key '" + prefix + key + "' " + what);
+}
+
+}  // namespace
+
+SparseAttentionConfig read_sparse_attention_config(const core::Config& section, bool required) {
+  SparseAttentionConfig a;
+  auto get = [required](const core::Config& c, const char* key, int64_t& value) {
+    value = required ? c.require<int64_t>(key) : (c.get(key, value), value);
+  };
+  get(section, "rank", a.rank);
+  get(section, "block", a.train.block);
+  get(section, "keep", a.train.keep);
+  get(section, "recent", a.train.recent);
+  get(section, "min_tokens", a.min_tokens);
+  if (required && !section.has("decode")) {
+    throw InputError("config key '" + section.prefix() + (section.prefix().empty() ? "" : ".") +
+                     "decode' is required");
+  }
   const core::Config decode = section.section("decode");
-  decode.get("block", a.decode.block);
-  decode.get("keep", a.decode.keep);
-  decode.get("recent", a.decode.recent);
+  get(decode, "block", a.decode.block);
+  get(decode, "keep", a.decode.keep);
+  get(decode, "recent", a.decode.recent);
+  need(section, a.rank > 0, "rank", "must be > 0");
+  need(section, a.train.block > 0, "block", "must be > 0");
+  need(section, a.train.recent >= 0, "recent", "must be >= 0");
+  need(section, a.train.keep > a.train.recent, "keep",
+       "must be > recent (the diagonal block is kept too)");
+  need(section, a.min_tokens >= 0, "min_tokens", "must be >= 0");
+  need(section, a.decode.block > 0 && a.decode.keep >= 0 && a.decode.recent >= 0, "decode",
+       "needs block > 0, keep >= 0 and recent >= 0");
+  return a;
+}
+
+void SparseTrainingOptions::read(const core::Config& section) {
+  section.get("enabled", enabled);
+  attention = read_sparse_attention_config(section, /*required=*/false);
   section.get("lr", lr);
   section.get("stride", stride);
   section.get("theta", theta);
@@ -29,26 +60,15 @@ void SparseTrainingOptions::read(const core::Config& section) {
   section.get("min_coverage", min_coverage);
   section.get("warmup_steps", warmup_steps);
   section.get("seed", seed);
-  const std::string at = "config key '" + (section.prefix().empty() ? "" : section.prefix() + ".");
-  auto need = [&](bool ok, const char* key, const char* what) {
-    if (!ok) throw InputError(at + key + "' " + what);
-  };
-  need(a.rank > 0, "rank", "must be > 0");
-  need(a.train.block > 0, "block", "must be > 0");
-  need(a.train.recent >= 0, "recent", "must be >= 0");
-  need(a.train.keep > a.train.recent, "keep", "must be > recent (the diagonal block is kept too)");
-  need(a.min_tokens >= 0, "min_tokens", "must be >= 0");
-  need(a.decode.block > 0 && a.decode.keep >= 0 && a.decode.recent >= 0, "decode",
-       "needs block > 0, keep >= 0 and recent >= 0");
-  need(lr > 0 && std::isfinite(lr), "lr", "must be > 0");
-  need(stride > 0, "stride", "must be > 0");
-  need(theta > 0 && theta <= 1, "theta", "must be in (0, 1]");
-  need(momentum >= 0 && momentum < 1, "momentum", "must be in [0, 1)");
-  need(loss_threshold >= 0, "loss_threshold", "must be >= 0");
-  need(sparsity_threshold >= 0 && sparsity_threshold <= 1, "sparsity_threshold",
+  need(section, lr > 0 && std::isfinite(lr), "lr", "must be > 0");
+  need(section, stride > 0, "stride", "must be > 0");
+  need(section, theta > 0 && theta <= 1, "theta", "must be in (0, 1]");
+  need(section, momentum >= 0 && momentum < 1, "momentum", "must be in [0, 1)");
+  need(section, loss_threshold >= 0, "loss_threshold", "must be >= 0");
+  need(section, sparsity_threshold >= 0 && sparsity_threshold <= 1, "sparsity_threshold",
        "must be in [0, 1]");
-  need(min_coverage >= 0 && min_coverage <= 1, "min_coverage", "must be in [0, 1]");
-  need(warmup_steps >= 0, "warmup_steps", "must be >= 0");
+  need(section, min_coverage >= 0 && min_coverage <= 1, "min_coverage", "must be in [0, 1]");
+  need(section, warmup_steps >= 0, "warmup_steps", "must be >= 0");
 }
 
 SparseAttentionTrainer::SparseAttentionTrainer(CausalLM& lm, const SparseTrainingOptions& options)
@@ -69,6 +89,20 @@ SparseAttentionTrainer::SparseAttentionTrainer(CausalLM& lm, const SparseTrainin
   loss_.assign(lm_->sparse_predictors().size(), NAN);
   sparsity_.resize(loss_.size());
   coverage_.resize(loss_.size());
+}
+
+bool SparseAttentionTrainer::capture(ScoreOptions& options) {
+  if (fed_this_step_) return false;
+  captured_.clear();
+  options.capture = &captured_;
+  return true;
+}
+
+void SparseAttentionTrainer::observe_captured(const torch::Tensor& valid) {
+  fed_this_step_ = true;
+  std::vector<AttentionCapture> captures = std::move(captured_);
+  captured_.clear();
+  observe(captures, valid);
 }
 
 void SparseAttentionTrainer::observe(const std::vector<AttentionCapture>& captures,

@@ -17,6 +17,11 @@
 
 namespace streamrl::model {
 
+// Reads and checks SparseAttentionConfig's keys (rank, block, keep, recent, min_tokens,
+// decode.{block,keep,recent}) from `section`; with `required` (a checkpoint's
+// sparse_attention.json, which has them all) a missing key is an error, else it keeps its default.
+SparseAttentionConfig read_sparse_attention_config(const core::Config& section, bool required);
+
 struct SparseTrainingOptions {
   bool enabled = false;
   SparseAttentionConfig attention;  // rank, blocks, min_tokens, decode
@@ -45,6 +50,14 @@ class SparseAttentionTrainer {
   // capture filled them, valid [B, T] the batch's valid tokens. Switches heads that qualify.
   void observe(const std::vector<AttentionCapture>& captures, const torch::Tensor& valid);
 
+  // The predictors learn once per training step, from its first micro-batch: begin_step() at a
+  // step's start; capture(options) makes the next forward capture its attention inputs unless
+  // this step has fed the predictors already (returns whether it will); after that forward (and
+  // its backward, which the capture does not join), observe_captured(valid) learns from them.
+  void begin_step() { fed_this_step_ = false; }
+  bool capture(ScoreOptions& options);
+  void observe_captured(const torch::Tensor& valid);
+
   // Per layer: predictor_loss, sparsity and coverage (means over heads), sparse_heads (indices).
   nlohmann::json metrics() const;
   // The profile a resumed run continues from (the predictors and sparse heads are in the model).
@@ -56,6 +69,8 @@ class SparseAttentionTrainer {
   SparseTrainingOptions options_;
   std::optional<torch::optim::Adam> optimizer_;
   int64_t observed_ = 0;
+  bool fed_this_step_ = false;
+  std::vector<AttentionCapture> captured_;          // the forward capture() armed
   std::vector<double> loss_;                        // per layer
   std::vector<torch::Tensor> sparsity_, coverage_;  // per layer [H] float
 };

@@ -255,15 +255,10 @@ void PolicyStep::run_micro_batch(const std::vector<const ScoredSample*>& rows) {
     torch::NoGradGuard no_grad;
     p.in.old_logp = model_->score(p.seq.tokens, p.seq.valid, p.opt).logprobs;
   }
-  std::vector<model::AttentionCapture> captured;
-  const bool observe = sparse_ && !sparse_observed_;
-  if (observe) p.opt.capture = &captured;
+  const bool feeds = sparse_ && sparse_->capture(p.opt);
   const model::ScoreOutput out = model_->score(p.seq.tokens, p.seq.valid, p.opt);
   loss_of(p, out).backward();
-  if (observe) {
-    sparse_->observe(captured, p.seq.valid);
-    sparse_observed_ = true;
-  }
+  if (feeds) sparse_->observe_captured(p.seq.valid);
   result_.seconds += core::seconds_since(t0);
   result_.cpu_seconds += core::thread_cpu_seconds() - cpu0;
 }

@@ -103,8 +103,12 @@ class PolicyStep : public TrainerStep {
   // MoE policies: the router losses model.moe asks for join the loss, weighted like its terms.
   void set_moe(const model::MoeOptions& moe) { moe_ = moe; }
 
-  // DSV: the step's first micro-batch also feeds `sparse`'s predictors and profile.
-  void set_sparse_attention(model::SparseAttentionTrainer* sparse) { sparse_ = sparse; }
+  // DSV: the step's first micro-batch also feeds `sparse`'s predictors and profile (a PolicyStep
+  // is one optimizer step: this starts the trainer's step).
+  void set_sparse_attention(model::SparseAttentionTrainer* sparse) {
+    sparse_ = sparse;
+    if (sparse_) sparse_->begin_step();
+  }
 
   // Records each micro-batch as a span on `track` of `trace` (null: none).
   void set_trace(telemetry::Trace* trace, int track) { trace_ = trace, trace_track_ = track; }
@@ -135,7 +139,6 @@ class PolicyStep : public TrainerStep {
   dist::ProcessGroup* group_ = nullptr;
   PipelineTrainer* pipeline_ = nullptr;
   model::SparseAttentionTrainer* sparse_ = nullptr;
-  bool sparse_observed_ = false;  // this step's micro-batch fed the predictors already
 };
 
 // Runs one optimizer step on `samples` (one update per rollout): PolicyStep over all of them.

@@ -533,11 +533,10 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
           });
       loss_value = pipe_stats.loss;
     } else {
-      bool observed = false;  // DSV: the predictors learn from the step's first micro-batch
+      if (dsv) dsv->begin_step();  // DSV: the predictors learn from the step's first micro-batch
       const auto train_micro = [&](const SequenceBatch& batch, const std::vector<size_t>& micro) {
-        std::vector<model::AttentionCapture> captured;
         model::ScoreOptions options;
-        if (dsv && !observed && batch.num_completion_tokens > 0) options.capture = &captured;
+        const bool feeds = dsv && batch.num_completion_tokens > 0 && dsv->capture(options);
         auto out = model->score(batch.tokens, batch.valid, options);
         const double total = static_cast<double>(std::max<int64_t>(1, total_tokens));
         auto loss = -(out.logprobs * batch.completion.to(out.logprobs.device())).sum() / total;
@@ -547,10 +546,7 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
         }
         loss.backward();
         loss_value += loss.item<double>();
-        if (options.capture) {
-          dsv->observe(captured, batch.valid);
-          observed = true;
-        }
+        if (feeds) dsv->observe_captured(batch.valid);
         if (out.moe && !micro.empty()) {
           moe_stats.add(*out.moe, c.moe.aux_top1_only, batch.num_completion_tokens);
           if (data.curriculum()) {

@@ -145,7 +145,11 @@ std::optional<ResumedCheckpoint> resume_training_checkpoint(const fs::path& run_
                                                             model::CausalLM& model,
                                                             torch::optim::Optimizer& optimizer) {
   return resume_newest(run_dir, model, [&](const fs::path& dir, ResumedCheckpoint*) {
-    load_training_state(dir, optimizer);
+    try {
+      load_optimizer_bytes(optimizer, core::read_file(dir / "optimizer.pt"));
+    } catch (const InputError& e) {
+      throw InputError((dir / "optimizer.pt").string() + ": " + e.what());
+    }
   });
 }
 
@@ -158,16 +162,6 @@ std::optional<ResumedCheckpoint> resume_training_checkpoint(
       resumed->optimizer_states.push_back(core::read_file(dir / name));
     }
   });
-}
-
-nlohmann::json load_training_state(const fs::path& dir, torch::optim::Optimizer& optimizer) {
-  nlohmann::json state = read_trainer_state(dir);
-  try {
-    load_optimizer_bytes(optimizer, core::read_file(dir / "optimizer.pt"));
-  } catch (const InputError& e) {
-    throw InputError((dir / "optimizer.pt").string() + ": " + e.what());
-  }
-  return state;
 }
 
 std::string optimizer_bytes(torch::optim::Optimizer& optimizer) {

@@ -59,11 +59,6 @@ std::filesystem::path save_training_checkpoint(
     const std::string& tokenizer_json, const std::map<std::string, std::string>& optimizer_files,
     const nlohmann::json& state, int keep);
 
-// Loads the optimizer state of `dir` into `optimizer` (built over the same parameters) and returns
-// trainer_state.json. Throws InputError when a file is missing or corrupt.
-nlohmann::json load_training_state(const std::filesystem::path& dir,
-                                   torch::optim::Optimizer& optimizer);
-
 // The optimizer's state as optimizer.pt holds it, and back (InputError when it does not load).
 std::string optimizer_bytes(torch::optim::Optimizer& optimizer);
 void load_optimizer_bytes(torch::optim::Optimizer& optimizer, const std::string& bytes);
