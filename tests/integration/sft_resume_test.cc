@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -107,9 +108,9 @@ TEST(SftSparse, HeadsSwitchAndAResumedRunContinuesTheProfile) {
                                         "model.sparse_attention.min_coverage=0",
                                         "model.sparse_attention.loss_threshold=100",
                                         "checkpoint.every=3"};
-  auto args = [&](const std::string& steps) {
-    std::vector<std::string> a = {"sft",   "--config", cfg, "run.name=dsv", "train.steps=" + steps,
-                                  "--json"};
+  auto args = [&](const std::string& steps, const std::string& name = "dsv") {
+    std::vector<std::string> a = {
+        "sft", "--config", cfg, "run.name=" + name, "train.steps=" + steps, "--json"};
     a.insert(a.end(), dsv.begin(), dsv.end());
     return a;
   };
@@ -123,12 +124,27 @@ TEST(SftSparse, HeadsSwitchAndAResumedRunContinuesTheProfile) {
   EXPECT_TRUE(fs::exists(final_dir / "sparse_attention.safetensors"));
   EXPECT_TRUE(fs::exists(final_dir / "sparse_attention.json"));
 
+  EXPECT_TRUE(
+      fs::exists(fs::path(dir) / "runs/dsv/checkpoints/step_6" / "sparse_attention_optimizer.pt"));
+
   auto resumed = run_streamrl(args("9"));
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
   r = nlohmann::json::parse(last_line(resumed.output));
   EXPECT_EQ(r["resumed_from_step"], 6);
   EXPECT_EQ(r["sparse_attention"]["observed"], 9) << r.dump();
   EXPECT_EQ(r["sparse_attention"]["sparse_heads"], 8);
+  // The predictors' Adam state came back too: they end where an uninterrupted run's do.
+  auto straight = run_streamrl(args("9", "straight"));
+  ASSERT_EQ(straight.exit_code, 0) << straight.output;
+  auto bytes = [&](const std::string& run) {
+    std::ifstream f(fs::path(dir) / "runs" / run / "final/sparse_attention.safetensors",
+                    std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  };
+  EXPECT_FALSE(bytes("straight").empty());
+  EXPECT_TRUE(bytes("dsv") == bytes("straight")) << "the resumed run's predictors differ";
+  EXPECT_DOUBLE_EQ(r["final_loss"].get<double>(),
+                   nlohmann::json::parse(last_line(straight.output))["final_loss"].get<double>());
 
   // Bad values name their key; DSV is one process, so pipeline stages are refused.
   auto bad = run_streamrl({"sft", "--config", cfg, "run.name=bad", "model.sparse_attention.keep=1",

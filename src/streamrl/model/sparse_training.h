@@ -60,6 +60,8 @@ class SparseAttentionTrainer {
 
   // Per layer: predictor_loss, sparsity and coverage (means over heads), sparse_heads (indices).
   nlohmann::json metrics() const;
+  // The predictors' Adam: a training checkpoint keeps its state.
+  torch::optim::Optimizer& optimizer() { return *optimizer_; }
   // The profile a resumed run continues from (the predictors and sparse heads are in the model).
   nlohmann::json state() const;
   void restore(const nlohmann::json& state);

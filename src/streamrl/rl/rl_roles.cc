@@ -61,9 +61,11 @@ RlRoles RlRoles::set_up(const RlRunConfig& c) {
   // directory of its own) and sends every rank what it resumed.
   const auto run_dir = c.run.dir();
   nlohmann::json resumed = {{"step", 0}};
+  std::string sparse_optimizer;  // DSV's predictors' Adam state (one process: no broadcast)
   if (r.lead && c.run.resume) {
     if (auto ck = resume_training_checkpoint(run_dir, r.policy, *r.optimizer)) {
       resumed = ck->state;
+      sparse_optimizer = std::move(ck->sparse_optimizer);
       SLOG(kInfo) << "resuming " << run_dir.string() << " from iteration "
                   << resumed.at("step").get<int64_t>();
     }
@@ -87,6 +89,7 @@ RlRoles RlRoles::set_up(const RlRunConfig& c) {
   r.sparse = model::start_sparse_attention(r.policy, c.sparse,
                                            resumed.value("sparse_attention", nlohmann::json()),
                                            r.group ? r.group->world_size() : 1);
+  resume_sparse_optimizer(sparse_optimizer, r.sparse.get());
   if (!r.sparse && r.reference) (*r.reference)->disable_sparse_attention();
   r.start_iteration = resumed.at("step").get<int64_t>();
   r.curriculum_state = resumed.value("curriculum", nlohmann::json());

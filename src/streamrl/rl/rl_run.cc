@@ -72,7 +72,7 @@ struct RunOutputs {
 void save_checkpoint(const RlRunConfig& c, RlRoles& roles, int64_t step,
                      const nlohmann::json& state) {
   save_training_checkpoint(c.run.dir(), step, roles.policy, roles.tokenizer->to_json(),
-                           *roles.optimizer, state, c.checkpoint.keep);
+                           *roles.optimizer, state, c.checkpoint.keep, roles.sparse.get());
 }
 
 }  // namespace

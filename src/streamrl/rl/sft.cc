@@ -265,12 +265,17 @@ void check_checkpoint_parallelism(const fs::path& run_dir, int ep) {
 // Resumes the newest checkpoint as rank 0 reads it: every rank gets its step, weights and
 // optimizer state, so ranks on hosts without the run directory continue at the same step rather
 // than start over (and train other batches). Returns the trainer state; nullopt: a fresh run.
+// One process: `sparse_optimizer` gets the checkpoint's DSV predictor optimizer state.
 std::optional<nlohmann::json> resume_from_rank0(dist::ProcessGroup* world, const fs::path& run_dir,
                                                 model::CausalLM& model,
-                                                torch::optim::Optimizer& optimizer) {
+                                                torch::optim::Optimizer& optimizer,
+                                                std::string* sparse_optimizer) {
   std::optional<ResumedCheckpoint> ck;
   if (!world || world->rank() == 0) ck = resume_training_checkpoint(run_dir, model, optimizer);
-  if (!world) return ck ? std::optional(ck->state) : std::nullopt;
+  if (!world) {  // DSV trains in one process only: its predictors' optimizer needs no broadcast
+    if (ck) *sparse_optimizer = std::move(ck->sparse_optimizer);
+    return ck ? std::optional(ck->state) : std::nullopt;
+  }
   const nlohmann::json state =
       nlohmann::json::parse(world->broadcast_bytes_from_rank0(ck ? ck->state.dump() : "null"));
   if (state.is_null()) return std::nullopt;
@@ -436,6 +441,7 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
   int64_t start_step = 0;
   double loss_value = 0, train_s = 0;
   std::optional<nlohmann::json> resumed;
+  std::string sparse_optimizer;  // DSV's predictors' Adam state, when the checkpoint has it
   if (experts && ep_state.at("step").get<int64_t>() > 0) {
     for (int e = 0; e < c.parallel_ep; ++e) {  // expert rank e's state, to the ranks holding e
       const std::string bytes = world->broadcast_bytes_from_rank0(
@@ -444,13 +450,14 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
     }
     resumed = ep_state;
   } else if (c.run.resume && !experts) {
-    resumed = resume_from_rank0(world.get(), run_dir, model, *optimizer);
+    resumed = resume_from_rank0(world.get(), run_dir, model, *optimizer, &sparse_optimizer);
   }
   // DSV after the resume, which may have brought the predictors back.
   const std::unique_ptr<model::SparseAttentionTrainer> dsv = model::start_sparse_attention(
       model, c.sparse,
       resumed ? resumed->value("sparse_attention", nlohmann::json()) : nlohmann::json(),
       world ? world->world_size() : 1);
+  resume_sparse_optimizer(sparse_optimizer, dsv.get());
   if (resumed) {
     const nlohmann::json& state = *resumed;
     start_step = state.at("step").get<int64_t>();
@@ -488,7 +495,7 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
     }
     if (!writer) return;
     save_training_checkpoint(run_dir, step, model, tok->to_json(), *optimizer, state,
-                             c.checkpoint.keep);
+                             c.checkpoint.keep, dsv.get());
   };
 
   // 3. Train. Batch k holds positions [k*B, (k+1)*B) of the data stream: the data position is a

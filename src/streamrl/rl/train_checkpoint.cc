@@ -80,9 +80,19 @@ std::optional<CheckpointRef> latest_checkpoint(const fs::path& run_dir) {
 fs::path save_training_checkpoint(const fs::path& run_dir, int64_t step, model::CausalLM& model,
                                   const std::string& tokenizer_json,
                                   torch::optim::Optimizer& optimizer, const nlohmann::json& state,
-                                  int keep) {
-  return save_training_checkpoint(run_dir, step, model, tokenizer_json,
-                                  {{"optimizer.pt", optimizer_bytes(optimizer)}}, state, keep);
+                                  int keep, model::SparseAttentionTrainer* sparse) {
+  std::map<std::string, std::string> files = {{"optimizer.pt", optimizer_bytes(optimizer)}};
+  if (sparse) files[kSparseOptimizerFile] = optimizer_bytes(sparse->optimizer());
+  return save_training_checkpoint(run_dir, step, model, tokenizer_json, files, state, keep);
+}
+
+void resume_sparse_optimizer(const std::string& bytes, model::SparseAttentionTrainer* sparse) {
+  if (bytes.empty() || !sparse) return;
+  try {
+    load_optimizer_bytes(sparse->optimizer(), bytes);
+  } catch (const InputError& e) {
+    throw InputError(std::string(kSparseOptimizerFile) + ": " + e.what());
+  }
 }
 
 fs::path save_training_checkpoint(const fs::path& run_dir, int64_t step, model::CausalLM& model,
@@ -144,11 +154,14 @@ std::optional<ResumedCheckpoint> resume_newest(const fs::path& run_dir, model::C
 std::optional<ResumedCheckpoint> resume_training_checkpoint(const fs::path& run_dir,
                                                             model::CausalLM& model,
                                                             torch::optim::Optimizer& optimizer) {
-  return resume_newest(run_dir, model, [&](const fs::path& dir, ResumedCheckpoint*) {
+  return resume_newest(run_dir, model, [&](const fs::path& dir, ResumedCheckpoint* resumed) {
     try {
       load_optimizer_bytes(optimizer, core::read_file(dir / "optimizer.pt"));
     } catch (const InputError& e) {
       throw InputError((dir / "optimizer.pt").string() + ": " + e.what());
+    }
+    if (fs::exists(dir / kSparseOptimizerFile)) {
+      resumed->sparse_optimizer = core::read_file(dir / kSparseOptimizerFile);
     }
   });
 }

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "streamrl/model/sparse_training.h"
 #include "streamrl/model/transformer.h"
 
 namespace streamrl::rl {
@@ -29,7 +30,16 @@ struct ResumedCheckpoint {
   nlohmann::json state;  // its trainer_state.json
   // The overload with optimizer files: their bytes, in the order asked for.
   std::vector<std::string> optimizer_states;
+  // The other: DSV's predictor optimizer (kSparseOptimizerFile), "" when the checkpoint has none.
+  std::string sparse_optimizer;
 };
+
+// Where a training checkpoint keeps the Adam state of DSV's predictors (model.sparse_attention),
+// beside optimizer.pt, so a resumed run continues their training rather than restarting it.
+inline constexpr char kSparseOptimizerFile[] = "sparse_attention_optimizer.pt";
+
+// Loads a resumed checkpoint's sparse_optimizer into `sparse` (nothing when either is absent).
+void resume_sparse_optimizer(const std::string& bytes, model::SparseAttentionTrainer* sparse);
 
 // Resumes from the newest checkpoint of `run_dir` that reads back whole: its weights go into
 // `model` and its optimizer state into `optimizer`. A newer one that does not (truncated, corrupt)
@@ -52,7 +62,8 @@ std::filesystem::path save_training_checkpoint(const std::filesystem::path& run_
                                                model::CausalLM& model,
                                                const std::string& tokenizer_json,
                                                torch::optim::Optimizer& optimizer,
-                                               const nlohmann::json& state, int keep);
+                                               const nlohmann::json& state, int keep,
+                                               model::SparseAttentionTrainer* sparse = nullptr);
 // As above with the optimizer state as files (name -> bytes), e.g. one per expert rank.
 std::filesystem::path save_training_checkpoint(
     const std::filesystem::path& run_dir, int64_t step, model::CausalLM& model,
