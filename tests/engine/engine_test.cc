@@ -2,6 +2,7 @@
 // log-prob agreement with the training path. Uses a tiny random model: behaviour, not quality.
 #include "streamrl/engine/engine.h"
 #include "engine_model.h"
+#include "streamrl/model/checkpoint.h"
 
 #include <gtest/gtest.h>
 
@@ -181,6 +182,59 @@ TEST(Engine, WeightSwapBetweenStepsIsTagged) {
   EXPECT_TRUE(torch::equal(a, w[engine.model()->named_weights()[0].first]));
   w.erase(w.begin());
   EXPECT_THROW(engine.update_weights(5, w), InputError);
+}
+
+// DSV under a dedicated engine: the trainer's predictors, sparse heads and config travel with its
+// weights, and the engine then decodes as one sharing the trainer's model does. A sync without
+// the config is refused before anything changes.
+TEST(Engine, WeightSyncCarriesSparseAttention) {
+  model::CausalLM trainer = engine_model(2);
+  model::SparseAttentionConfig sparse;
+  sparse.rank = 4;
+  sparse.train.block = 4;
+  sparse.train.keep = 2;
+  sparse.train.recent = 1;
+  sparse.min_tokens = 0;
+  sparse.decode.block = 4;
+  sparse.decode.keep = 1;
+  sparse.decode.recent = 4;
+  trainer->enable_sparse_attention(sparse, 5, /*all_heads=*/true);
+  std::map<std::string, torch::Tensor> w;
+  for (auto& [n, t] : trainer->named_weights()) w[n] = t.detach().clone();
+  const std::map<std::string, torch::Tensor> dense = w;
+  for (auto& [n, t] : model::sparse_attention_weights(trainer)) w[n] = t;
+
+  auto decode = [](Engine& engine) {
+    std::vector<Sample> out;
+    Request r = fixed_length(0, 60, &out);
+    r.params.temperature = 0;
+    engine.add_request(std::move(r));
+    engine.run_until_idle();
+    return out.at(0);
+  };
+  Engine colocated(trainer, EngineConfig{});
+  const Sample want = decode(colocated);
+  Engine dedicated(engine_model(1), EngineConfig{});
+  std::map<std::string, torch::Tensor> no_config = w;
+  no_config.erase("sparse_attention.config");
+  EXPECT_THROW(dedicated.update_weights(3, no_config), InputError);
+  dedicated.update_weights(3, dense);
+  const Sample dense_got = decode(dedicated);
+  EXPECT_FALSE(dedicated.model()->sparse_attention());
+  dedicated.update_weights(4, w);
+  const Sample got = decode(dedicated);
+  ASSERT_TRUE(dedicated.model()->sparse_attention());
+  EXPECT_TRUE(dedicated.model()->sparse_heads(1).all().item<bool>());
+  EXPECT_EQ(got.output_ids, want.output_ids);
+  ASSERT_EQ(got.logprobs.size(), want.logprobs.size());
+  float differs_from_dense = 0;
+  for (size_t t = 0; t < got.logprobs.size(); ++t) {
+    EXPECT_NEAR(got.logprobs[t], want.logprobs[t], 1e-5) << t;
+    differs_from_dense =
+        std::max(differs_from_dense, std::abs(got.logprobs[t] - dense_got.logprobs[t]));
+  }
+  EXPECT_GT(differs_from_dense, 1e-4)
+      << "sparse decoding equals dense here: the test shows nothing";
 }
 
 TEST(Engine, RejectsRequestsThatCanNeverFit) {

@@ -353,8 +353,8 @@ TEST_F(RlTrain, MiniBatchesStepSeveralTimesPerIterationOnEveryRank) {
 }
 
 // DSV beside RL updates: the predictors learn on every optimizer step, heads switch by the
-// thresholds, the records carry the profile and the final checkpoint the predictors; several
-// trainer ranks are refused (each would learn its own predictors).
+// thresholds, the records carry the profile and the final checkpoint the predictors; dedicated
+// engines receive them; several trainer ranks are refused (each would learn its own predictors).
 TEST_F(RlTrain, SparseAttentionLearnsBesideTheUpdates) {
   const std::vector<std::string> dsv = {
       "model.sparse_attention.enabled=true",   "model.sparse_attention.rank=4",
@@ -378,6 +378,18 @@ TEST_F(RlTrain, SparseAttentionLearnsBesideTheUpdates) {
   }
   EXPECT_EQ(records, 2);
   EXPECT_TRUE(fs::exists(dir_ + "/runs/dsv/final/sparse_attention.safetensors"));
+
+  // Dedicated engines (stream mode) get the predictors and sparse heads with every weight sync
+  // (a sync they refused would end the run).
+  std::vector<std::string> streamed = args;
+  streamed.push_back("mode=stream");
+  streamed.push_back("run.name=dsv_stream");
+  r = run_streamrl(streamed);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(read_metrics(dir_ + "/runs/dsv_stream/metrics.jsonl")
+                .back()["sparse_attention"]["sparse_heads"]
+                .get<int>(),
+            8);
 
   std::vector<std::string> launched = {"launch", "--nproc", "2", "--timeout", "120", "--"};
   launched.insert(launched.end(), args.begin(), args.end());
@@ -472,6 +484,17 @@ TEST_F(RlTrain, StreamWithARemoteServeInstance) {
     EXPECT_EQ(rec["sample_weight_version"]["max"].get<int64_t>(), trained_on) << rec.dump();
   }
   EXPECT_EQ(iterations, 2);
+  // DSV's predictors and sparse heads reach the remote engine with the weights (a push it refused
+  // would end the run).
+  r = run_streamrl({"train", "--config", dir_ + "/rl.yaml", "mode=stream", "run.name=remote_dsv",
+                    "train.iterations=2", "sgs.urls=[" + url + "]", "eval.n=0",
+                    "model.sparse_attention.enabled=true", "model.sparse_attention.rank=4",
+                    "model.sparse_attention.block=4", "model.sparse_attention.keep=2",
+                    "model.sparse_attention.min_tokens=0", "model.sparse_attention.warmup_steps=1",
+                    "model.sparse_attention.sparsity_threshold=0",
+                    "model.sparse_attention.min_coverage=0",
+                    "model.sparse_attention.loss_threshold=100", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
   // Remote generation needs a dedicated mode.
   r = run_streamrl({"train", "--config", dir_ + "/rl.yaml", "mode=colocate", "run.name=remote_c",
                     "sgs.urls=[" + url + "]"});

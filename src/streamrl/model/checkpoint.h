@@ -50,6 +50,12 @@ void check_weights(CausalLM& model, const std::map<std::string, torch::Tensor>& 
 void load_weights(CausalLM& model, const std::map<std::string, torch::Tensor>& weights,
                   const std::string& source);
 
+// DSV's predictors, sparse-head flags and config as tensors named "sparse_attention.*", to travel
+// with named_weights() to generation engines (weight sync); empty when `model` has no sparse
+// attention. check_weights checks such tensors and load_weights installs them (enabling sparse
+// attention on the receiving model).
+std::map<std::string, torch::Tensor> sparse_attention_weights(CausalLM& model);
+
 // A model of `model`'s config and gating holding a copy of its weights, on the CPU in fp32 (place
 // it where it runs). `source` names the copy in errors.
 CausalLM copy_model(CausalLM& model, const std::string& source);

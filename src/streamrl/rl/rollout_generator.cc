@@ -6,6 +6,7 @@
 
 #include "streamrl/core/errors.h"
 #include "streamrl/engine/profile.h"
+#include "streamrl/model/checkpoint.h"
 
 namespace streamrl::rl {
 
@@ -120,18 +121,21 @@ void RolloutGenerator::drive_until_idle() {
 }
 
 void RolloutGenerator::update_weights(int64_t version, model::CausalLM& trainer) {
-  if (remote_) {
-    torch::NoGradGuard no_grad;
-    remote_->update_weights(version, trainer->named_weights());  // encoded before it returns
-    return;
-  }
-  if (!pool_) {
+  if (!remote_ && !pool_) {
     engine_->set_weight_version(version);
     return;
   }
+  // DSV's predictors and sparse heads travel with the weights, so dedicated engines decode the
+  // layers the trainer made sparse as the colocated engine does.
   torch::NoGradGuard no_grad;
+  std::vector<std::pair<std::string, torch::Tensor>> named = trainer->named_weights();
+  for (auto& [name, t] : model::sparse_attention_weights(trainer)) named.emplace_back(name, t);
+  if (remote_) {
+    remote_->update_weights(version, named);  // encoded before it returns
+    return;
+  }
   std::map<std::string, torch::Tensor> weights;
-  for (auto& [name, t] : trainer->named_weights()) weights.emplace(name, t.detach().clone());
+  for (auto& [name, t] : named) weights.emplace(name, t.detach().clone());
   pool_->update_weights(version, weights);
 }
 
