@@ -185,6 +185,26 @@ TEST(SparseTraining, OptionsRejectBadValues) {
   EXPECT_TRUE(ok.enabled);
   EXPECT_EQ(ok.attention.rank, 8);
   EXPECT_EQ(ok.attention.decode.keep, 4);
+  EXPECT_THROW(o.read(core::Config::from_string("{dispatch: guess}")), InputError);
+}
+
+// dispatch: measured takes min_tokens from the speed-up table of this model's layer shape, and
+// the trainer's metrics show the table; a model that already has predictors keeps its length.
+TEST(SparseTraining, MeasuredDispatchTakesMinTokensFromTheTable) {
+  CausalLM lm = testing_util::tiny_model(3, 29, 256);
+  SparseTrainingOptions o;
+  o.read(
+      core::Config::from_string("{enabled: true, rank: 4, block: 32, keep: 2, recent: 0, "
+                                "min_tokens: 7, dispatch: measured}"));
+  auto trainer = start_sparse_attention(lm, o, nlohmann::json(), 1);
+  const nlohmann::json m = trainer->metrics();
+  ASSERT_TRUE(m.contains("dispatch")) << m.dump();
+  EXPECT_EQ(m["dispatch"]["table"].size(), 3u);  // 64, 128, 256 tokens
+  EXPECT_EQ(m["min_tokens"], m["dispatch"]["min_tokens"]);
+  EXPECT_EQ(lm->sparse_attention()->min_tokens, m["min_tokens"].get<int64_t>());
+  EXPECT_NE(lm->sparse_attention()->min_tokens, 7);
+  auto again = start_sparse_attention(lm, o, nlohmann::json(), 1);
+  EXPECT_EQ(again->metrics()["dispatch"]["from"], "checkpoint");
 }
 
 TEST(SparseTraining, CheckpointKeepsPredictorsAndSparseHeads) {

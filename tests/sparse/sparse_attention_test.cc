@@ -6,9 +6,11 @@
 #include <algorithm>
 #include <set>
 
+#include "streamrl/core/errors.h"
 #include "streamrl/sparse/block_sparse_attention.h"
 #include "streamrl/sparse/key_blocks.h"
 #include "streamrl/sparse/lowrank_predictor.h"
+#include "streamrl/sparse/speedup_table.h"
 
 namespace streamrl::sparse {
 namespace {
@@ -157,6 +159,32 @@ TEST(SparsityProfile, UniformAttentionAndFullCoverage) {
   EXPECT_NEAR(s[1].item<double>(), expected, 1e-5);
   const Tensor cov = block_coverage(torch::randn({H, S, 4}), k, all_blocks(H, 4), 16, 1.0, 8);
   EXPECT_NEAR(cov.min().item<double>(), 1.0, 1e-5);
+}
+
+// The dispatcher's table: a row per doubling length with both kernels timed, and min_tokens where
+// sparse stays faster at every longer measured length (past the longest when it never is).
+TEST(SpeedupTable, MinTokensIsWhereSparseStaysFaster) {
+  KeyBlockConfig config;
+  config.block = 32;
+  config.keep = 2;
+  config.recent = 0;
+  const SpeedupTable t =
+      measure_speedup_table(4, 2, 16, 4, config, 512, torch::kCPU, /*repeats=*/1);
+  ASSERT_EQ(t.rows.size(), 4u);  // 64, 128, 256, 512
+  for (size_t i = 0; i < t.rows.size(); ++i) {
+    EXPECT_EQ(t.rows[i].tokens, int64_t{64} << i);
+    EXPECT_GT(t.rows[i].dense_s, 0);
+    EXPECT_GT(t.rows[i].sparse_s, 0);
+  }
+  bool faster_after = true;
+  int64_t want = 1024;
+  for (auto it = t.rows.rbegin(); it != t.rows.rend(); ++it) {
+    faster_after = faster_after && it->sparse_s < it->dense_s;
+    if (faster_after) want = it->tokens;
+  }
+  EXPECT_EQ(t.min_tokens, want);
+  EXPECT_EQ(t.to_json()["table"].size(), 4u);
+  EXPECT_THROW(measure_speedup_table(3, 2, 16, 4, config, 512, torch::kCPU), InputError);
 }
 
 }  // namespace

@@ -1,10 +1,13 @@
 #include "streamrl/model/sparse_training.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "streamrl/core/errors.h"
+#include "streamrl/core/log.h"
 #include "streamrl/sparse/key_blocks.h"
 #include "streamrl/sparse/lowrank_predictor.h"
+#include "streamrl/sparse/speedup_table.h"
 
 namespace streamrl::model {
 
@@ -60,6 +63,9 @@ void SparseTrainingOptions::read(const core::Config& section) {
   section.get("min_coverage", min_coverage);
   section.get("warmup_steps", warmup_steps);
   section.get("seed", seed);
+  section.get("dispatch", dispatch);
+  need(section, dispatch == "fixed" || dispatch == "measured", "dispatch",
+       "must be fixed or measured");
   need(section, lr > 0 && std::isfinite(lr), "lr", "must be > 0");
   need(section, stride > 0, "stride", "must be > 0");
   need(section, theta > 0 && theta <= 1, "theta", "must be in (0, 1]");
@@ -180,10 +186,13 @@ nlohmann::json SparseAttentionTrainer::metrics() const {
     if (coverage_[l].defined()) rec["coverage"] = coverage_[l].mean().item<double>();
     layers.push_back(std::move(rec));
   }
-  return {{"observed", observed_},
-          {"sparse_heads", sparse_heads},
-          {"heads", heads},
-          {"layers", std::move(layers)}};
+  nlohmann::json out = {{"observed", observed_},
+                        {"sparse_heads", sparse_heads},
+                        {"heads", heads},
+                        {"min_tokens", lm_->sparse_attention()->min_tokens},
+                        {"layers", std::move(layers)}};
+  if (!dispatch_.is_null()) out["dispatch"] = dispatch_;
+  return out;
 }
 
 nlohmann::json SparseAttentionTrainer::state() const {
@@ -233,7 +242,25 @@ std::unique_ptr<SparseAttentionTrainer> start_sparse_attention(CausalLM& lm,
   if (processes > 1) {
     throw InputError("model.sparse_attention trains in one process; run it without launch");
   }
-  auto trainer = std::make_unique<SparseAttentionTrainer>(lm, options);
+  SparseTrainingOptions chosen = options;
+  nlohmann::json dispatch = {{"mode", options.dispatch}};
+  if (options.dispatch == "measured" && lm->sparse_attention()) {
+    dispatch["from"] = "checkpoint";  // a resumed run keeps the length its table chose
+  } else if (options.dispatch == "measured") {
+    const ModelConfig& mc = lm->config();
+    const sparse::SpeedupTable table = sparse::measure_speedup_table(
+        mc.num_attention_heads, mc.num_key_value_heads,
+        mc.head_dim > 0 ? mc.head_dim : mc.hidden_size / mc.num_attention_heads,
+        options.attention.rank, options.attention.train,
+        std::min(mc.max_position_embeddings, SparseTrainingOptions::kMaxMeasuredTokens),
+        lm->device());
+    chosen.attention.min_tokens = table.min_tokens;
+    dispatch.update(table.to_json());
+    SLOG(kInfo) << "sparse attention: measured dispatch sends rows of " << table.min_tokens
+                << "+ tokens to the sparse kernel";
+  }
+  auto trainer = std::make_unique<SparseAttentionTrainer>(lm, chosen);
+  trainer->set_dispatch(std::move(dispatch));
   trainer->restore(resumed_state);
   return trainer;
 }

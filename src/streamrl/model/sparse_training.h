@@ -10,6 +10,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "streamrl/core/config.h"
@@ -34,6 +35,11 @@ struct SparseTrainingOptions {
   double min_coverage = 0.9;        // ... when its predicted blocks hold this share of the mass
   int warmup_steps = 20;            // observations before any head may switch
   uint64_t seed = 0;                // the predictors' initialisation
+  // How rows choose dense or sparse: "fixed" (min_tokens) or "measured": a fresh run times both
+  // kernels for the model's layer shape on this machine (sparse::measure_speedup_table, up to
+  // kMaxMeasuredTokens) and takes min_tokens from that table; a resumed run keeps its checkpoint's.
+  std::string dispatch = "fixed";
+  static constexpr int64_t kMaxMeasuredTokens = 4096;
 
   // Reads the keys of model.sparse_attention; InputError naming a bad key.
   void read(const core::Config& section);
@@ -60,6 +66,8 @@ class SparseAttentionTrainer {
 
   // Per layer: predictor_loss, sparsity and coverage (means over heads), sparse_heads (indices).
   nlohmann::json metrics() const;
+  // What chose min_tokens (the measured speed-up table, or how it was set): in metrics().
+  void set_dispatch(nlohmann::json dispatch) { dispatch_ = std::move(dispatch); }
   // The predictors' Adam: a training checkpoint keeps its state.
   torch::optim::Optimizer& optimizer() { return *optimizer_; }
   // The profile a resumed run continues from (the predictors and sparse heads are in the model).
@@ -72,6 +80,7 @@ class SparseAttentionTrainer {
   std::optional<torch::optim::Adam> optimizer_;
   int64_t observed_ = 0;
   bool fed_this_step_ = false;
+  nlohmann::json dispatch_;
   std::vector<AttentionCapture> captured_;          // the forward capture() armed
   std::vector<double> loss_;                        // per layer
   std::vector<torch::Tensor> sparsity_, coverage_;  // per layer [H] float
