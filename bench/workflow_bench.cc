@@ -25,15 +25,18 @@ struct RolloutVariant {
   bool keep_kv;
   bool turn_barrier;
   bool engine_turns;
+  bool pipeline_calls;
 };
 
 // Slowest first. "engine" is what the trainer, `eval` and `streamrl serve` run: the engine runs
-// the turns, tools off its thread; "streamed" is the same rollouts with this thread running each
-// turn's tools between engine steps.
-constexpr RolloutVariant kVariants[] = {{"module", false, true, false},
-                                        {"kv_reuse", true, true, false},
-                                        {"streamed", true, false, false},
-                                        {"engine", true, false, true}};
+// the turns, tools off its thread, each call started as its closing tag is sampled (decoding
+// pipelining); "engine_serial" starts the calls when the turn ends; "streamed" is the same
+// rollouts with this thread running each turn's tools between engine steps.
+constexpr RolloutVariant kVariants[] = {{"module", false, true, false, false},
+                                        {"kv_reuse", true, true, false, false},
+                                        {"streamed", true, false, false, false},
+                                        {"engine_serial", true, false, true, false},
+                                        {"engine", true, false, true, true}};
 
 struct Run {
   std::vector<double> latency;  // per rollout, seconds
@@ -75,6 +78,7 @@ Run run_variant(model::CausalLM& lm, const rl::PromptEncoder& enc, const tasks::
   tc.keep_kv = v.keep_kv;
   tc.turn_barrier = v.turn_barrier;
   tc.engine_turns = v.engine_turns;
+  tc.pipeline_calls = v.pipeline_calls;
   const auto t0 = core::Clock::now();
   Run out;
   for (rl::ToolRollout& r :
@@ -146,12 +150,14 @@ nlohmann::json run_workflow_bench(const BenchOptions& options) {
   int same = 0;
   for (size_t i = 0; i < module.trajectories.size(); ++i) {
     same += module.trajectories[i] == engine.trajectories[i] &&
-            engine.trajectories[i] == last["streamed"].trajectories[i];
+            engine.trajectories[i] == last["streamed"].trajectories[i] &&
+            engine.trajectories[i] == last["engine_serial"].trajectories[i];
   }
   // How much of the p50 gain each change brings: kv_reuse over module, no turn barrier over that,
-  // then the engine running the turns over this thread running them.
+  // the engine running the turns over this thread running them, then decoding pipelining.
   const double m = log.median("module_p50_s"), k = log.median("kv_reuse_p50_s"),
-               s = log.median("streamed_p50_s"), e = log.median("engine_p50_s");
+               s = log.median("streamed_p50_s"), es = log.median("engine_serial_p50_s"),
+               e = log.median("engine_p50_s");
   const double gain = m - e;
   return {
       {"rollouts", n},
@@ -174,7 +180,11 @@ nlohmann::json run_workflow_bench(const BenchOptions& options) {
       {"ablation_p50_share",
        {{"kv_reuse", gain > 0 ? (m - k) / gain : 0.0},
         {"no_turn_barrier", gain > 0 ? (k - s) / gain : 0.0},
-        {"engine_turns", gain > 0 ? (s - e) / gain : 0.0}}},
+        {"engine_turns", gain > 0 ? (s - es) / gain : 0.0},
+        {"decoding_pipelining", gain > 0 ? (es - e) / gain : 0.0}}},
+      {"decoding_pipelining_speedup",
+       {{"p50", log.ratio_median("engine_serial_p50_s", "engine_p50_s")},
+        {"p90", log.ratio_median("engine_serial_p90_s", "engine_p90_s")}}},
       {"kv_reuse_latency_speedup_p50", log.ratio_median("module_p50_s", "kv_reuse_p50_s")},
       {"engine_over_streamed",
        {{"p50", log.ratio_median("streamed_p50_s", "engine_p50_s")},
@@ -186,6 +196,9 @@ nlohmann::json run_workflow_bench(const BenchOptions& options) {
          {{"p50", slow_log.ratio_median("module_p50_s", "engine_p50_s")},
           {"p90", slow_log.ratio_median("module_p90_s", "engine_p90_s")}}},
         {"throughput_speedup", slow_log.ratio_median("module_total_s", "engine_total_s")},
+        {"decoding_pipelining_speedup",
+         {{"p50", slow_log.ratio_median("engine_serial_p50_s", "engine_p50_s")},
+          {"p90", slow_log.ratio_median("engine_serial_p90_s", "engine_p90_s")}}},
         {"engine_over_streamed",
          {{"p50", slow_log.ratio_median("streamed_p50_s", "engine_p50_s")},
           {"p90", slow_log.ratio_median("streamed_p90_s", "engine_p90_s")},

@@ -62,7 +62,8 @@ struct Engine::Running {
   double decode_start = 0;                // steady seconds when the first token was sampled
   bool hold = false;                      // Request::hold_kv
   std::shared_ptr<TurnCallback> on_turn;  // Request::on_turn, shared; may hold an empty function
-  int turn_cap = 0;                       // the request's max_new_tokens, every turn's cap
+  std::shared_ptr<TurnProgress> on_turn_token;  // Request::on_turn_token, shared; may be empty
+  int turn_cap = 0;                             // the request's max_new_tokens, every turn's cap
   size_t turn_start = 0;  // output tokens before this turn (params.max_new_tokens counts after)
   // A continuation admitted this step: these tokens are fed from position `feed_from`.
   std::vector<int32_t> feed;
@@ -329,6 +330,7 @@ size_t Engine::admit() {
     auto cb = std::make_shared<SampleCallback>(std::move(r.on_sample));
     auto token_cb = std::make_shared<TokenCallback>(std::move(r.on_token));
     auto turn_cb = std::make_shared<TurnCallback>(std::move(r.on_turn));
+    auto progress_cb = std::make_shared<TurnProgress>(std::move(r.on_turn_token));
     for (int k = 0; k < r.n; ++k) {
       auto run = std::make_unique<Running>();
       run->sample.request_id = r.request_id;
@@ -344,6 +346,7 @@ size_t Engine::admit() {
       run->reserved = reservation(r);
       run->hold = r.hold_kv;
       run->on_turn = turn_cb;
+      run->on_turn_token = progress_cb;
       run->turn_cap = r.params.max_new_tokens;
       run->stream = sample_stream(static_cast<int64_t>(r.random_key.value_or(r.request_id)), k);
       running_.push_back(std::move(run));
@@ -518,6 +521,7 @@ void Engine::forward_and_sample(size_t first_new) {
       (*r.on_token)(
           {r.sample.sample_index, r.sample.output_ids.back(), r.sample.logprobs.back(), top});
     }
+    if (*r.on_turn && *r.on_turn_token) (*r.on_turn_token)(r.sample, r.turn_start);
   }
   std::lock_guard<std::mutex> lock(mu_);
   stats_.generated_tokens += static_cast<int64_t>(running_.size());

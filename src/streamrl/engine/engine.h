@@ -66,6 +66,10 @@ using TurnWork = std::function<std::vector<int32_t>()>;
 // turn starts in output_ids; it must be quick (parse the turn, decide). An empty TurnWork ends the
 // rollout at once.
 using TurnCallback = std::function<TurnWork(const Sample& sample, size_t turn_start)>;
+// Called on the engine thread after every token an engine-run rollout samples, with the sample so
+// far and where its turn starts; it must be quick (decoding pipelining: a tool call can start
+// the moment its closing tag is sampled).
+using TurnProgress = std::function<void(const Sample& sample, size_t turn_start)>;
 
 struct Request {
   int64_t request_id = 0;
@@ -91,6 +95,7 @@ struct Request {
   // trajectory once. An exception (from either) ends the rollout as aborted and is rethrown by the
   // next step(). Not with hold_kv.
   TurnCallback on_turn;
+  TurnProgress on_turn_token;  // with on_turn, optional: sees each sampled token of a turn
 };
 
 // The next turn of a held sample: `appended_ids` (e.g. the rendered tool results and the next

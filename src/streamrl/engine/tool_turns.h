@@ -36,14 +36,25 @@ std::vector<tools::ToolCall> turn_tool_calls(const std::string& reply, bool stop
 ToolTurn run_tool_calls(const std::vector<tools::ToolCall>& calls, const tools::ToolRunner& runner,
                         const tokenizer::Tokenizer& tok);
 
-// A TurnCallback that runs tool rollouts to their end inside the engine, wherever it runs (the
+// The hooks that run tool rollouts to their end inside the engine, wherever it runs (the
 // trainer's thread, an SGS instance's, a server's): the generator, the pool and the trainer see
 // only whole trajectories. A turn is parsed on the engine thread; its calls run concurrently, off
-// it (Request::on_turn), each bounded by the runner's timeout. `tok` must outlive the engines.
-// `on_calls`, when set, sees each turn that called tools (on the thread that ran them).
+// it (Request::on_turn), each bounded by the runner's timeout. With `pipelined` (Teola's decoding
+// pipelining) on_turn_token starts each call the moment its closing tag is sampled, so the tool
+// runs while the turn still decodes; the turn's end then waits only for what is left. `tok` must
+// outlive the engines. `on_calls`, when set, sees each turn that called tools (on the thread that
+// ran them).
 using ToolTurnObserver = std::function<void(const Sample&, const ToolTurn&)>;
-TurnCallback tool_turns(std::shared_ptr<const tools::ToolRunner> runner,
-                        const tokenizer::Tokenizer& tok, int max_turns,
-                        ToolTurnObserver on_calls = nullptr);
+struct ToolTurnHooks {
+  TurnCallback on_turn;
+  TurnProgress on_turn_token;  // empty when not pipelined
+  void attach(Request& r) const {
+    r.on_turn = on_turn;
+    r.on_turn_token = on_turn_token;
+  }
+};
+ToolTurnHooks tool_turns(std::shared_ptr<const tools::ToolRunner> runner,
+                         const tokenizer::Tokenizer& tok, int max_turns,
+                         ToolTurnObserver on_calls = nullptr, bool pipelined = true);
 
 }  // namespace streamrl::engine

@@ -211,7 +211,7 @@ engine::Request RlLoop::request(int64_t k, int i) const {
       std::min<int>(c_.max_new_tokens, max_seq_len - static_cast<int>(r.prompt_ids.size()));
   r.params.seed = c_.run.seed * 1000003ull + static_cast<uint64_t>(k);
   r.params.stop_token_ids = prompts_.stop_ids();
-  r.on_turn = tool_turns_;  // each turn capped at max_new_tokens; the trajectory may be longer
+  tool_turns_.attach(r);  // each turn capped at max_new_tokens; the trajectory may be longer
   return r;
 }
 
@@ -258,7 +258,7 @@ void RlLoop::score(engine::Sample s, IterationBatch& b, IterationStats* st) {
   ScoredSample ss;
   const std::string text = prompts_.tokenizer().decode(s.output_ids);
   ss.score = task_.verify(b.problems[i], text);
-  if (tool_turns_) {
+  if (tool_turns_.on_turn) {
     st->tool_samples += 1;
     st->turns += s.turns;
     st->tool_calls += static_cast<int64_t>(tools::parse_tool_calls(text).size());

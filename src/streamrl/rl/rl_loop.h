@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "streamrl/dist/process_group.h"
+#include "streamrl/engine/tool_turns.h"
 #include "streamrl/model/transformer.h"
 #include "streamrl/rl/policy_update.h"
 #include "streamrl/rl/prompt_curriculum.h"
@@ -113,7 +114,8 @@ class RlLoop {
   const core::ModeTraits mode_;
   const int64_t stride_;
   PassRateCurriculum curriculum_;
-  engine::TurnCallback tool_turns_;  // the task's tools run each rollout's turns (empty: none)
+  // The task's tools run each rollout's turns (on_turn empty: no tools).
+  engine::ToolTurnHooks tool_turns_;
   std::unique_ptr<RolloutGenerator> gen_;
   std::map<int64_t, IterationBatch> batches_;
   double gen_seconds_ = 0;

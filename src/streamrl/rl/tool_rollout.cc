@@ -44,25 +44,28 @@ void append_turn(engine::Sample* t, const std::vector<int32_t>& appended, engine
 std::vector<ToolRollout> run_engine_turns(engine::Engine& engine,
                                           std::vector<engine::Request> requests,
                                           const tools::ToolRunner& runner,
-                                          const tokenizer::Tokenizer& tok, int max_turns) {
+                                          const tokenizer::Tokenizer& tok, int max_turns,
+                                          bool pipelined) {
   const auto t0 = core::Clock::now();
   std::mutex mu;  // the turn callbacks run on threads of their own
   std::map<Key, ToolRollout> done;
   size_t ended = 0;
   // The runner is the caller's; the callbacks end with run_until_idle below.
   auto shared_runner = std::shared_ptr<const tools::ToolRunner>(&runner, [](auto*) {});
-  const engine::TurnCallback on_turn = engine::tool_turns(
-      shared_runner, tok, max_turns, [&](const engine::Sample& s, const engine::ToolTurn& turn) {
+  const engine::ToolTurnHooks hooks = engine::tool_turns(
+      shared_runner, tok, max_turns,
+      [&](const engine::Sample& s, const engine::ToolTurn& turn) {
         std::lock_guard<std::mutex> lock(mu);
         ToolRollout& r = done.at({s.request_id, s.sample_index});
         r.tool_calls += turn.calls;
         r.tool_errors += turn.errors;
-      });
+      },
+      pipelined);
   for (engine::Request& r : requests) {
     for (int i = 0; i < r.n; ++i) done[{r.request_id, i}];
     r.hold_kv = false;
     r.on_token = nullptr;
-    r.on_turn = on_turn;
+    hooks.attach(r);
     r.on_sample = [&](engine::Sample&& s) {
       std::lock_guard<std::mutex> lock(mu);
       ToolRollout& out = done.at({s.request_id, s.sample_index});
@@ -91,7 +94,8 @@ std::vector<ToolRollout> run_tool_rollouts(engine::Engine& engine,
                                            const tokenizer::Tokenizer& tok,
                                            const ToolRolloutConfig& config) {
   if (config.keep_kv && !config.turn_barrier && config.engine_turns) {
-    return run_engine_turns(engine, std::move(requests), runner, tok, config.max_turns);
+    return run_engine_turns(engine, std::move(requests), runner, tok, config.max_turns,
+                            config.pipeline_calls);
   }
   const auto t0 = core::Clock::now();
   std::vector<engine::Sample> finished_turns;  // filled by the callbacks, inside step()

@@ -31,6 +31,9 @@ struct ToolRolloutConfig {
   // With keep_kv and no turn barrier: the engine runs the turns (true, the trainer's way) or this
   // thread does, tools inline, between steps (false).
   bool engine_turns = true;
+  // With engine_turns: each call starts as its closing tag is sampled (decoding pipelining, the
+  // trainer's way) or when the turn ends (false).
+  bool pipeline_calls = true;
 };
 
 struct ToolRollout {

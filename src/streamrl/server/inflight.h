@@ -22,8 +22,9 @@ struct PromptJob {
   engine::SamplingParams params;
   double length_estimate = 0;  // for LPT admission
   // Native API "tools": the engine runs each sample's tool rollout to its end
-  // (engine/tool_turns.h).
+  // (engine/tool_turns.h), each call started as its closing tag is sampled.
   engine::TurnCallback on_turn;
+  engine::TurnProgress on_turn_token;
 };
 
 // What a request's sampling fields default to when the client leaves them out: the checkpoint's
