@@ -328,8 +328,8 @@ TEST(MultiTurn, EngineRunTurnsLetOtherSamplesDecodeWhileToolsRun) {
   }
 }
 
-// A rollout whose turn calls for nothing more leaves in the step that ended it: no thread, no
-// later step; and the threads that ran turns are kept for the next ones.
+// A rollout whose turn calls for nothing more leaves in the step that ended it: no thread hop, no
+// later step.
 TEST(MultiTurn, EngineRunRolloutsThatEndLeaveAtOnce) {
   EngineConfig cfg;
   cfg.max_batch_size = 2;

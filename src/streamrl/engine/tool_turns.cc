@@ -50,6 +50,7 @@ struct EarlyCalls {
 
 struct PipelineState {
   std::mutex mu;
+  // Erased when the turn ends (on_turn); a rollout aborted mid-turn leaves its entry (small, rare).
   std::map<std::pair<int64_t, int32_t>, EarlyCalls> early;
   // Last member: destroyed first, waiting for calls still out (each bounded by the timeout).
   core::WorkerPool workers;
