@@ -5,15 +5,11 @@
 #include <cmath>
 
 #include "streamrl/core/errors.h"
+#include "streamrl/core/stats.h"
 #include "streamrl/sparse/block_sparse_attention.h"
 
 namespace streamrl::sparse {
 namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 void synchronize(torch::Device device) {
   // A device's work is asynchronous: reading one element waits for it.
@@ -68,7 +64,7 @@ SpeedupTable measure_speedup_table(int64_t heads, int64_t kv_heads, int64_t head
         block_sparse_attention(q, k, v, blocks, config.block, scale).sum().backward();
       }));
     }
-    table.rows.push_back({S, median(dense), median(sparse)});
+    table.rows.push_back({S, core::median(dense), core::median(sparse)});
   }
   // From the longest length down, while sparse stays faster.
   table.min_tokens = table.rows.empty() ? 2 * config.block : table.rows.back().tokens * 2;
