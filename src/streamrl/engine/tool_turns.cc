@@ -102,9 +102,10 @@ ToolTurnHooks tool_turns(std::shared_ptr<const tools::ToolRunner> runner,
             sample = on_calls ? s : Sample()]() {
       const std::vector<tools::ToolCall> rest(calls.begin() + static_cast<std::ptrdiff_t>(reuse),
                                               calls.end());
-      std::vector<tools::ToolResult> all;
+      // The rest run while the early calls finish: the turn waits for the slowest, not the sum.
+      std::vector<tools::ToolResult> late = runner->call_all(rest), all;
       for (const auto& r : results) all.push_back(r.get());
-      for (tools::ToolResult& r : runner->call_all(rest)) all.push_back(std::move(r));
+      for (tools::ToolResult& r : late) all.push_back(std::move(r));
       ToolTurn next = tool_turn_from(all, tok);
       if (on_calls) on_calls(sample, next);
       return std::move(next.appended);
