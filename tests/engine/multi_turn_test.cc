@@ -189,7 +189,8 @@ TEST(MultiTurn, EngineRunTurnsMatchTheCallersTurns) {
 }
 
 // An engine-run rollout that an abort or max_seq_len ends still reaches its caller exactly once
-// and frees its slot; on an engine thread, the next turn starts without waiting for other work.
+// (its on_rollout_end first, once) and frees its slot; on an engine thread, the next turn starts
+// without waiting for other work.
 TEST(MultiTurn, EngineRunRolloutsEndOnceAndFreeTheirSlots) {
   EngineConfig cfg;
   cfg.max_batch_size = 2;
@@ -199,9 +200,12 @@ TEST(MultiTurn, EngineRunRolloutsEndOnceAndFreeTheirSlots) {
     return [] { return std::vector<int32_t>{4, 4}; };
   };
   std::vector<Sample> out;
+  std::vector<Sample> ended;  // what on_rollout_end saw, in order
+  const auto end = [&](const Sample& s, size_t) { ended.push_back(s); };
   Request r = greedy_turn(0, {1, 5}, 3, &out, false);
   r.n = 2;
   r.on_turn = forever;
+  r.on_rollout_end = end;
   engine.add_request(std::move(r));
   engine.run_until_idle();  // turns of 3 + 2 appended until 40 tokens cannot hold another
   ASSERT_EQ(out.size(), 2u);
@@ -210,18 +214,24 @@ TEST(MultiTurn, EngineRunRolloutsEndOnceAndFreeTheirSlots) {
     EXPECT_GT(s.turns, 5);
     EXPECT_LE(s.prompt_ids.size() + s.output_ids.size(), 40u);
   }
+  ASSERT_EQ(ended.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) EXPECT_EQ(ended[i].output_ids, out[i].output_ids);
   EXPECT_EQ(engine.held_samples(), 0);
 
   std::vector<Sample> aborted;
+  ended.clear();
   r = greedy_turn(1, {1, 6}, 2, &aborted, false);
   r.n = 2;
   r.on_turn = forever;
+  r.on_rollout_end = end;
   engine.add_request(std::move(r));
   for (int i = 0; i < 4; ++i) engine.step();
   engine.abort(1);
   engine.run_until_idle();
   ASSERT_EQ(aborted.size(), 2u);
   for (const Sample& s : aborted) EXPECT_EQ(s.finish_reason, FinishReason::kAborted);
+  ASSERT_EQ(ended.size(), 2u) << "an aborted rollout's hooks were not told it ended";
+  for (const Sample& s : ended) EXPECT_EQ(s.request_id, 1);
   EXPECT_EQ(engine.held_samples(), 0);
 
   Request hold = greedy_turn(2, {1, 6}, 2, &aborted, true);

@@ -108,5 +108,19 @@ TEST(ToolTurns, CallsNotClosedInTheStreamRunAtTheTurnsEnd) {
   EXPECT_FALSE(hooks.on_turn(next, f.tok->encode(before).size()));
 }
 
+// A rollout aborted after one of its calls started leaves nothing behind (the hooks live as long
+// as a server or a trainer): a later rollout under the same ids starts its own calls.
+TEST(ToolTurns, AbortedRolloutForgetsItsEarlyCalls) {
+  Fixture f;
+  const ToolTurnHooks hooks = tool_turns(f.runner, *f.tok, 4, nullptr, /*pipelined=*/true);
+  ASSERT_TRUE(hooks.on_rollout_end);
+  Sample s = f.decode(hooks, "", call_text("a"));
+  ASSERT_TRUE(wait_for(f.calls, 1));
+  s.finish_reason = FinishReason::kAborted;
+  hooks.on_rollout_end(s, 0);
+  f.decode(hooks, "", call_text("a"));
+  EXPECT_TRUE(wait_for(f.calls, 2)) << "the aborted rollout's early call was kept";
+}
+
 }  // namespace
 }  // namespace streamrl::engine

@@ -78,17 +78,17 @@ TEST(NativeApi, ToolsMakeTheEngineRunTheRollout) {
   nlohmann::json body = {
       {"requests", {{{"prompt", "a"}, {"tools", {"calc"}}, {"max_turns", 3}}, {{"prompt", "a"}}}}};
   GenerateRequest r = parse_generate_request(body.dump(), *tok);
-  ASSERT_TRUE(r.jobs[0].on_turn);
-  EXPECT_FALSE(r.jobs[1].on_turn);
+  ASSERT_TRUE(r.jobs[0].turn_hooks.on_turn);
+  EXPECT_FALSE(r.jobs[1].turn_hooks.on_turn);
   engine::Sample turn;
   turn.output_ids =
       tok->encode(R"(<tool_call>{"name":"calc","arguments":{"expression":"6*7"}}</tool_call>)");
   turn.finish_reason = engine::FinishReason::kStop;
-  const engine::TurnWork work = r.jobs[0].on_turn(turn, 0);
+  const engine::TurnWork work = r.jobs[0].turn_hooks.on_turn(turn, 0);
   ASSERT_TRUE(work) << "a turn with a call continues";
   EXPECT_EQ(tok->decode(work()), "<tool_response>42</tool_response>");
   turn.turns = 3;  // max_turns reached
-  EXPECT_FALSE(r.jobs[0].on_turn(turn, 0));
+  EXPECT_FALSE(r.jobs[0].turn_hooks.on_turn(turn, 0));
 }
 
 TEST(NativeApi, SampleLineCarriesTheSampleRecord) {

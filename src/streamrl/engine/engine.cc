@@ -62,8 +62,9 @@ struct Engine::Running {
   double decode_start = 0;                // steady seconds when the first token was sampled
   bool hold = false;                      // Request::hold_kv
   std::shared_ptr<TurnCallback> on_turn;  // Request::on_turn, shared; may hold an empty function
-  std::shared_ptr<TurnProgress> on_turn_token;  // Request::on_turn_token, shared; may be empty
-  int turn_cap = 0;                             // the request's max_new_tokens, every turn's cap
+  std::shared_ptr<TurnProgress> on_turn_token;   // Request::on_turn_token, shared; may be empty
+  std::shared_ptr<TurnProgress> on_rollout_end;  // Request::on_rollout_end, likewise
+  int turn_cap = 0;                              // the request's max_new_tokens, every turn's cap
   size_t turn_start = 0;  // output tokens before this turn (params.max_new_tokens counts after)
   // A continuation admitted this step: these tokens are fed from position `feed_from`.
   std::vector<int32_t> feed;
@@ -72,6 +73,7 @@ struct Engine::Running {
 
 void Engine::deliver(std::unique_ptr<Running> run) {
   release(*run);
+  if (*run->on_turn && *run->on_rollout_end) (*run->on_rollout_end)(run->sample, run->turn_start);
   if (*run->on_sample) (*run->on_sample)(std::move(run->sample));
 }
 
@@ -331,6 +333,7 @@ size_t Engine::admit() {
     auto token_cb = std::make_shared<TokenCallback>(std::move(r.on_token));
     auto turn_cb = std::make_shared<TurnCallback>(std::move(r.on_turn));
     auto progress_cb = std::make_shared<TurnProgress>(std::move(r.on_turn_token));
+    auto end_cb = std::make_shared<TurnProgress>(std::move(r.on_rollout_end));
     for (int k = 0; k < r.n; ++k) {
       auto run = std::make_unique<Running>();
       run->sample.request_id = r.request_id;
@@ -347,6 +350,7 @@ size_t Engine::admit() {
       run->hold = r.hold_kv;
       run->on_turn = turn_cb;
       run->on_turn_token = progress_cb;
+      run->on_rollout_end = end_cb;
       run->turn_cap = r.params.max_new_tokens;
       run->stream = sample_stream(static_cast<int64_t>(r.random_key.value_or(r.request_id)), k);
       running_.push_back(std::move(run));

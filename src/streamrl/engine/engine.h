@@ -96,6 +96,9 @@ struct Request {
   // next step(). Not with hold_kv.
   TurnCallback on_turn;
   TurnProgress on_turn_token;  // with on_turn, optional: sees each sampled token of a turn
+  // With on_turn, optional: called once when the rollout ends, however it ends (its last turn, an
+  // abort, an error), just before on_sample; state kept per rollout by the hooks is dropped here.
+  TurnProgress on_rollout_end;
 };
 
 // The next turn of a held sample: `appended_ids` (e.g. the rendered tool results and the next

@@ -50,7 +50,7 @@ struct EarlyCalls {
 
 struct PipelineState {
   std::mutex mu;
-  // Erased when the turn ends (on_turn); a rollout aborted mid-turn leaves its entry (small, rare).
+  // Erased when the turn ends (on_turn) or the rollout does (aborted mid-turn).
   std::map<std::pair<int64_t, int32_t>, EarlyCalls> early;
   // Last member: destroyed first, waiting for calls still out (each bounded by the timeout).
   core::WorkerPool workers;
@@ -127,6 +127,10 @@ ToolTurnHooks tool_turns(std::shared_ptr<const tools::ToolRunner> runner,
       state->workers.submit(
           [runner, call = calls[i], done] { done->set_value(runner->call(call)); });
     }
+  };
+  hooks.on_rollout_end = [state](const Sample& s, size_t) {
+    std::lock_guard<std::mutex> lock(state->mu);
+    state->early.erase({s.request_id, s.sample_index});  // its calls finish unread
   };
   return hooks;
 }

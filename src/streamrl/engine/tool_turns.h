@@ -47,10 +47,12 @@ ToolTurn run_tool_calls(const std::vector<tools::ToolCall>& calls, const tools::
 using ToolTurnObserver = std::function<void(const Sample&, const ToolTurn&)>;
 struct ToolTurnHooks {
   TurnCallback on_turn;
-  TurnProgress on_turn_token;  // empty when not pipelined
+  TurnProgress on_turn_token;   // empty when not pipelined
+  TurnProgress on_rollout_end;  // likewise: forgets the calls an aborted turn started
   void attach(Request& r) const {
     r.on_turn = on_turn;
     r.on_turn_token = on_turn_token;
+    r.on_rollout_end = on_rollout_end;
   }
 };
 ToolTurnHooks tool_turns(std::shared_ptr<const tools::ToolRunner> runner,

@@ -52,8 +52,7 @@ void Inflight::submit(const PromptJob& job, bool tokens) {
   r.n = job.n;
   r.params = job.params;
   r.length_estimate = job.length_estimate;
-  r.on_turn = job.on_turn;
-  r.on_turn_token = job.on_turn_token;
+  job.turn_hooks.attach(r);
   r.random_key = prompt_key(job.prompt_ids);
   // The callback runs on the engine thread and holds the mailbox, not this object, so a sample
   // that finishes after the HTTP request is gone lands harmlessly.

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "streamrl/engine/engine.h"
+#include "streamrl/engine/tool_turns.h"
 
 namespace streamrl::server {
 
@@ -23,8 +24,7 @@ struct PromptJob {
   double length_estimate = 0;  // for LPT admission
   // Native API "tools": the engine runs each sample's tool rollout to its end
   // (engine/tool_turns.h), each call started as its closing tag is sampled.
-  engine::TurnCallback on_turn;
-  engine::TurnProgress on_turn_token;
+  engine::ToolTurnHooks turn_hooks;
 };
 
 // What a request's sampling fields default to when the client leaves them out: the checkpoint's

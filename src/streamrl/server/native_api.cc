@@ -76,10 +76,7 @@ PromptJob parse_job(const nlohmann::json& r, const tokenizer::Tokenizer& tok,
         names.push_back(name.get<std::string>());
       }
       const int max_turns = static_cast<int>(int_field(r, "max_turns", 8, 1, 1 << 10));
-      const engine::ToolTurnHooks hooks =
-          engine::tool_turns(shared_tool_runner(names), tok, max_turns);
-      job.on_turn = hooks.on_turn;
-      job.on_turn_token = hooks.on_turn_token;
+      job.turn_hooks = engine::tool_turns(shared_tool_runner(names), tok, max_turns);
     } else if (r.contains("max_turns") && !r["max_turns"].is_null()) {
       throw InputError("'max_turns' needs 'tools'");
     }
