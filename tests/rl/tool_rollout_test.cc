@@ -7,6 +7,9 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <chrono>
+
+#include "streamrl/core/errors.h"
 #include "streamrl/rl/sequences.h"
 #include "streamrl/tasks/builtin/calc_task.h"
 #include "streamrl/tokenizer/char_tokenizer.h"
@@ -99,6 +102,34 @@ TEST(ToolRollout, ReplaysAMemorisedTwoCallRolloutWithTheRealTool) {
       EXPECT_EQ(again[i].tool_calls, 2) << keep_kv;
     }
     EXPECT_EQ(other.held_samples(), 0);
+  }
+
+  // An open workload (requests submitted as their arrival times pass): the same rollouts, the
+  // late one timed from its own arrival; arrival lists that do not fit are refused.
+  for (const bool engine_turns : {true, false}) {
+    ToolRolloutConfig open = config;
+    open.engine_turns = engine_turns;
+    open.keep_kv = engine_turns;
+    open.arrival_s = {0.0, 0.2};
+    engine::Engine other(lm, ec);
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto again =
+        run_tool_rollouts(other, reqs, tools::builtin_tool_runner({"calc"}), tok, open);
+    const double wall =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    ASSERT_EQ(again.size(), rollouts.size());
+    for (size_t i = 0; i < again.size(); ++i) {
+      EXPECT_EQ(again[i].sample.output_ids, rollouts[i].sample.output_ids) << engine_turns;
+    }
+    EXPECT_GE(wall, 0.2) << "the second request was submitted before its arrival";
+    EXPECT_LE(again[2].seconds, wall - 0.2 + 1e-3) << "not timed from its arrival";
+  }
+  for (const std::vector<double>& bad : std::vector<std::vector<double>>{{0.0}, {0.2, 0.1}}) {
+    ToolRolloutConfig open = config;
+    open.arrival_s = bad;
+    engine::Engine other(lm, ec);
+    EXPECT_THROW(run_tool_rollouts(other, reqs, tools::builtin_tool_runner({"calc"}), tok, open),
+                 InputError);
   }
 }
 

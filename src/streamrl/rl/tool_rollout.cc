@@ -4,6 +4,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <utility>
 
 #include "streamrl/core/clock.h"
@@ -39,14 +40,60 @@ void append_turn(engine::Sample* t, const std::vector<int32_t>& appended, engine
   t->turns += 1;
 }
 
+// Submits the caller's requests as their arrival times pass (ToolRolloutConfig::arrival_s) and
+// times each rollout from its request's submission.
+class Arrivals {
+ public:
+  Arrivals(std::vector<engine::Request> requests, const std::vector<double>& arrival_s)
+      : requests_(std::move(requests)), at_(arrival_s) {
+    if (at_.empty()) at_.assign(requests_.size(), 0.0);
+    if (at_.size() != requests_.size()) {
+      throw InputError("tool rollouts: " + std::to_string(arrival_s.size()) +
+                       " arrival times for " + std::to_string(requests_.size()) + " requests");
+    }
+    for (size_t i = 0; i < at_.size(); ++i) {
+      if (!(at_[i] >= 0) || (i > 0 && at_[i] < at_[i - 1])) {
+        throw InputError("tool rollouts: arrival times must be finite, >= 0 and non-decreasing");
+      }
+      arrived_[requests_[i].request_id] = at_[i];
+    }
+  }
+  engine::Request& operator[](size_t i) { return requests_[i]; }
+  size_t size() const { return requests_.size(); }
+
+  // Adds every request whose time has come; returns whether any is still to come.
+  bool submit_due(engine::Engine& engine) {
+    const double now = core::seconds_since(t0_);
+    while (next_ < requests_.size() && at_[next_] <= now) {
+      engine.add_request(std::move(requests_[next_++]));
+    }
+    return next_ < requests_.size();
+  }
+  // Idles until the next arrival, at most a millisecond (a tool result may come back meanwhile).
+  void wait() const {
+    if (next_ >= at_.size()) return;
+    const double left = at_[next_] - core::seconds_since(t0_);
+    std::this_thread::sleep_for(std::chrono::duration<double>(std::clamp(left, 0.0, 1e-3)));
+  }
+  double since_arrival(int64_t request_id) const {
+    return core::seconds_since(t0_) - arrived_.at(request_id);
+  }
+
+ private:
+  std::vector<engine::Request> requests_;
+  std::vector<double> at_;
+  std::map<int64_t, double> arrived_;  // request id -> its arrival
+  size_t next_ = 0;
+  core::Clock::time_point t0_ = core::Clock::now();
+};
+
 // The way the trainer and `streamrl serve` run rollouts: the engine runs every turn itself
 // (Request::on_turn, engine::tool_turns), the tools off its thread.
 std::vector<ToolRollout> run_engine_turns(engine::Engine& engine,
                                           std::vector<engine::Request> requests,
                                           const tools::ToolRunner& runner,
                                           const tokenizer::Tokenizer& tok, int max_turns,
-                                          bool pipelined) {
-  const auto t0 = core::Clock::now();
+                                          bool pipelined, const std::vector<double>& arrival_s) {
   std::mutex mu;  // the turn callbacks run on threads of their own
   std::map<Key, ToolRollout> done;
   size_t ended = 0;
@@ -61,7 +108,9 @@ std::vector<ToolRollout> run_engine_turns(engine::Engine& engine,
         r.tool_errors += turn.errors;
       },
       pipelined);
-  for (engine::Request& r : requests) {
+  Arrivals arrivals(std::move(requests), arrival_s);
+  for (size_t k = 0; k < arrivals.size(); ++k) {
+    engine::Request& r = arrivals[k];
     for (int i = 0; i < r.n; ++i) done[{r.request_id, i}];
     r.hold_kv = false;
     r.on_token = nullptr;
@@ -70,11 +119,13 @@ std::vector<ToolRollout> run_engine_turns(engine::Engine& engine,
       std::lock_guard<std::mutex> lock(mu);
       ToolRollout& out = done.at({s.request_id, s.sample_index});
       out.sample = std::move(s);
-      out.seconds = core::seconds_since(t0);
+      out.seconds = arrivals.since_arrival(s.request_id);
       ++ended;  // once per rollout: the engine delivers each sample once
     };
   }
-  for (engine::Request& r : requests) engine.add_request(std::move(r));
+  while (arrivals.submit_due(engine)) {
+    if (!engine.step()) arrivals.wait();
+  }
   engine.run_until_idle();
   if (ended != done.size()) {
     throw RuntimeFailure("tool rollouts: the engine stopped with " +
@@ -95,9 +146,8 @@ std::vector<ToolRollout> run_tool_rollouts(engine::Engine& engine,
                                            const ToolRolloutConfig& config) {
   if (config.keep_kv && !config.turn_barrier && config.engine_turns) {
     return run_engine_turns(engine, std::move(requests), runner, tok, config.max_turns,
-                            config.pipeline_calls);
+                            config.pipeline_calls, config.arrival_s);
   }
-  const auto t0 = core::Clock::now();
   std::vector<engine::Sample> finished_turns;  // filled by the callbacks, inside step()
   auto on_sample = [&finished_turns](engine::Sample&& s) {
     finished_turns.push_back(std::move(s));
@@ -106,7 +156,9 @@ std::vector<ToolRollout> run_tool_rollouts(engine::Engine& engine,
   std::map<int64_t, Key> fresh;  // without keep_kv: a later turn's request id -> its rollout
   int64_t next_id = 0;
   size_t open = 0;
-  for (engine::Request& r : requests) {
+  Arrivals arrivals(std::move(requests), config.arrival_s);
+  for (size_t k = 0; k < arrivals.size(); ++k) {
+    engine::Request& r = arrivals[k];
     for (int i = 0; i < r.n; ++i) {
       Rollout& ro = rollouts[{r.request_id, i}];
       ro.max_new_tokens = r.params.max_new_tokens;
@@ -120,7 +172,6 @@ std::vector<ToolRollout> run_tool_rollouts(engine::Engine& engine,
     r.hold_kv = config.keep_kv;
     r.on_token = nullptr;
     r.on_sample = on_sample;
-    engine.add_request(std::move(r));
   }
   std::map<Key, ToolRollout> done;
   auto finish = [&](const Key& key, Rollout& ro, engine::Sample&& last) {
@@ -130,17 +181,22 @@ std::vector<ToolRollout> run_tool_rollouts(engine::Engine& engine,
     } else {
       ro.result.sample = std::move(ro.trajectory);
     }
-    ro.result.seconds = core::seconds_since(t0);
+    ro.result.seconds = arrivals.since_arrival(key.first);
     done[key] = std::move(ro.result);
     --open;
   };
   while (open > 0) {
+    const bool more = arrivals.submit_due(engine);
     bool progress = true;
     if (config.turn_barrier) {
       engine.run_until_idle();  // every running turn finishes before any continues
       progress = !finished_turns.empty();
     } else {
       progress = engine.step() || !finished_turns.empty();
+    }
+    if (!progress && more) {
+      arrivals.wait();
+      continue;
     }
     if (!progress) {
       throw RuntimeFailure("tool rollouts: the engine stopped with " + std::to_string(open) +

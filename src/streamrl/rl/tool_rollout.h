@@ -34,6 +34,9 @@ struct ToolRolloutConfig {
   // With engine_turns: each call starts as its closing tag is sampled (decoding pipelining, the
   // trainer's way) or when the turn ends (false).
   bool pipeline_calls = true;
+  // Seconds after the start at which each request (by position) is submitted, non-decreasing: an
+  // open workload, as a server sees one (`bench workflow`'s online figures). Empty: all at once.
+  std::vector<double> arrival_s;
 };
 
 struct ToolRollout {
@@ -42,7 +45,7 @@ struct ToolRollout {
   engine::Sample sample;
   int tool_calls = 0;
   int tool_errors = 0;  // calls answered with an error (malformed, unknown tool, timeout, ...)
-  double seconds = 0;   // from run_tool_rollouts' start to this rollout's end
+  double seconds = 0;   // from its request's submission to this rollout's end
 };
 
 // Runs `requests` (prompt ids, n, sampling params; hold_kv and the callbacks are set here, and
