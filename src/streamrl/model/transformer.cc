@@ -468,13 +468,15 @@ Tensor CausalLMImpl::row_attention(size_t li, const Tensor& x, const Tensor& q, 
                                    const Tensor& mask, double scale) {
   const int64_t B = q.size(0), T = q.size(1), H = q.size(2), Hkv = k.size(2), hd = q.size(3);
   const int64_t G = H / Hkv;
-  const Tensor heads =
-      sparse_ ? sparse_heads_[li] : torch::zeros({H}, torch::TensorOptions(torch::kBool));
-  const bool any_sparse = heads.any().item<bool>(), all_sparse = heads.all().item<bool>();
-  const Tensor sparse_idx = heads.nonzero().squeeze(1).to(q.device());
-  const Tensor dense_idx = (~heads).nonzero().squeeze(1).to(q.device());
-  // Sparse and dense head outputs are concatenated; this puts them back in head order.
-  const Tensor order = torch::cat({sparse_idx, dense_idx}).argsort();
+  const bool any_sparse = sparse_ && sparse_heads_[li].any().item<bool>();
+  const bool all_sparse = any_sparse && sparse_heads_[li].all().item<bool>();
+  Tensor sparse_idx, dense_idx, order;  // only a layer with both kinds of heads splits them
+  if (any_sparse && !all_sparse) {
+    sparse_idx = sparse_heads_[li].nonzero().squeeze(1).to(q.device());
+    dense_idx = (~sparse_heads_[li]).nonzero().squeeze(1).to(q.device());
+    // Sparse and dense head outputs are concatenated; this puts them back in head order.
+    order = torch::cat({sparse_idx, dense_idx}).argsort();
+  }
   std::vector<Tensor> out(static_cast<size_t>(B));
   std::vector<int64_t> short_rows;
   for (int64_t b = 0; b < B; ++b) {
