@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include <chrono>
+#include <cmath>
 
 #include "streamrl/core/errors.h"
 #include "streamrl/rl/sequences.h"
@@ -124,7 +125,8 @@ TEST(ToolRollout, ReplaysAMemorisedTwoCallRolloutWithTheRealTool) {
     EXPECT_GE(wall, 0.2) << "the second request was submitted before its arrival";
     EXPECT_LE(again[2].seconds, wall - 0.2 + 1e-3) << "not timed from its arrival";
   }
-  for (const std::vector<double>& bad : std::vector<std::vector<double>>{{0.0}, {0.2, 0.1}}) {
+  for (const std::vector<double>& bad :
+       std::vector<std::vector<double>>{{0.0}, {0.2, 0.1}, {0.0, INFINITY}}) {
     ToolRolloutConfig open = config;
     open.arrival_s = bad;
     engine::Engine other(lm, ec);

@@ -1,6 +1,7 @@
 #include "streamrl/rl/tool_rollout.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -52,7 +53,7 @@ class Arrivals {
                        " arrival times for " + std::to_string(requests_.size()) + " requests");
     }
     for (size_t i = 0; i < at_.size(); ++i) {
-      if (!(at_[i] >= 0) || (i > 0 && at_[i] < at_[i - 1])) {
+      if (!std::isfinite(at_[i]) || at_[i] < 0 || (i > 0 && at_[i] < at_[i - 1])) {
         throw InputError("tool rollouts: arrival times must be finite, >= 0 and non-decreasing");
       }
       arrived_[requests_[i].request_id] = at_[i];
