@@ -167,9 +167,9 @@ nlohmann::json run_workflow_bench(const BenchOptions& options) {
   // so p90 there is bound by the batch's throughput). Module-level runs with its turn barrier (as
   // in the closed batch) and without it, as a server batching each fresh request as it comes:
   // then only re-prefilling and this thread running the tools separate it from the engine path.
-  constexpr RolloutVariant kOnline[] = {{"module", false, true, false, false},
+  constexpr RolloutVariant kOnline[] = {kVariants[0],  // module
                                         {"module_no_barrier", false, false, false, false},
-                                        {"engine", true, false, true, true}};
+                                        kVariants[4]};  // engine
   auto online = [&](const Rounds& closed, const std::string& name,
                     const tools::ToolRunner* runner) {
     const double offered = 0.5 * n / closed.median("module_total_s");
