@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <limits>
 
 #include "streamrl/core/errors.h"
 #include "streamrl/core/fs.h"
@@ -79,9 +80,19 @@ std::array<uint64_t, 3> file_stamp(const std::filesystem::path& path) {
 
 Trace::Trace(Clock::time_point origin, size_t max_spans)
     : origin_(origin), max_spans_(std::max<size_t>(1, max_spans)) {
-  const auto now_unix = std::chrono::system_clock::now().time_since_epoch();
-  origin_unix_us_ =
-      std::chrono::duration<double, std::micro>(now_unix).count() - micros(Clock::now() - origin);
+  // The unix time of `origin`: the system clock read between two steady-clock reads, the
+  // tightest bracket of a few tries, so a preemption between two reads does not shift the origin
+  // (traces of several processes are merged on it).
+  double widest = std::numeric_limits<double>::infinity();
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    const auto before = Clock::now();
+    const auto now_unix = std::chrono::system_clock::now().time_since_epoch();
+    const auto after = Clock::now();
+    if (micros(after - before) >= widest) continue;
+    widest = micros(after - before);
+    origin_unix_us_ = std::chrono::duration<double, std::micro>(now_unix).count() -
+                      micros(before - origin) - widest / 2;
+  }
 }
 
 void Trace::name_track(int track, const std::string& name) {
