@@ -8,6 +8,7 @@
 #include "streamrl/core/threads.h"
 #include "streamrl/engine/engine.h"
 #include "streamrl/engine/profile.h"
+#include "streamrl/model/fused_linear.h"
 #include "streamrl/tasks/length_stats.h"
 #include "streamrl/tasks/split.h"
 #include "streamrl/tokenizer/tokenizer.h"
@@ -81,6 +82,7 @@ nlohmann::json run_engine_throughput(const BenchOptions& options) {
   // The schedules alternate over rounds (the machine is shared and its load drifts); each ratio is
   // the median of its per-round ratios.
   Rounds log("engine", threads);
+  const bool packing = model::FusedLinear::packs_weights();
   const int rounds = options.quick ? 1 : 5;
   for (int r = 0; r < rounds; ++r) {
     log.begin_round(r);
@@ -88,6 +90,12 @@ nlohmann::json run_engine_throughput(const BenchOptions& options) {
     log.add("static_s", run_schedule(eng, requests, batch, false, &static_tokens, &static_steps));
     log.add("continuous_s", run_schedule(eng, requests, batch, true, &cont_tokens, &cont_steps));
     log.add("continuous_lpt_s", run_schedule(lpt, requests, batch, true, &lpt_tokens, &lpt_steps));
+    if (packing) {  // the same continuous schedule on OpenBLAS's unpacked GEMMs
+      model::FusedLinear::set_packing(false);
+      int64_t t = 0, s = 0;
+      log.add("continuous_unpacked_s", run_schedule(eng, requests, batch, true, &t, &s));
+      model::FusedLinear::set_packing(true);
+    }
   }
   const double static_s = log.median("static_s"), cont_s = log.median("continuous_s"),
                lpt_s = log.median("continuous_lpt_s");
@@ -117,6 +125,8 @@ nlohmann::json run_engine_throughput(const BenchOptions& options) {
       {"continuous_lpt_seconds", lpt_s},
       {"continuous_lpt_over_static", log.ratio_median("static_s", "continuous_lpt_s")},
       {"continuous_lpt_over_static_rounds", log.ratio("static_s", "continuous_lpt_s")},
+      {"packed_gemm_speedup",
+       packing ? log.ratio("continuous_unpacked_s", "continuous_s") : nlohmann::json()},
       {"seconds_rounds", log.to_json()},
       {"load", log.load_json()},
       {"goal_continuous_over_static", 1.8},

@@ -4,10 +4,12 @@
 #include <chrono>
 
 #include "flops.h"
+#include "rounds.h"
 #include "streamrl/core/device.h"
 #include "streamrl/core/roofline.h"
 #include "streamrl/core/stats.h"
 #include "streamrl/core/threads.h"
+#include "streamrl/model/fused_linear.h"
 #include "streamrl/model/kv_cache.h"
 #include "streamrl/model/transformer.h"
 
@@ -73,8 +75,12 @@ nlohmann::json run_model_speed(const BenchOptions& options) {
   gen->place(device, dtype);
   nlohmann::json decode = nlohmann::json::object();
   nlohmann::json decode_frac = nlohmann::json::object();
+  nlohmann::json packed_gain = nlohmann::json::object();
   torch::NoGradGuard no_grad;
   const int64_t prompt = 32, steps = options.quick ? 16 : 64;
+  // On the CPU the inference path's GEMMs run on weights packed once for XNNPACK; the same steps
+  // with packing off (OpenBLAS, which packs the weights on every call) interleaved, to show it.
+  const bool compare = device.is_cpu() && model::FusedLinear::packs_weights();
   for (int64_t bs : {1, 8, 64}) {
     model::KVCache cache(cfg, bs, prompt + steps + 1, gen->options());
     auto slots = torch::arange(bs, torch::kLong);
@@ -82,18 +88,31 @@ nlohmann::json run_model_speed(const BenchOptions& options) {
     auto ppos = torch::arange(prompt, torch::kLong).repeat({bs, 1});
     gen->forward_cached(ptoks, ppos, torch::ones({bs, prompt}, torch::kBool), slots, cache);
     auto step_valid = torch::ones({bs, 1}, torch::kBool);
-    auto tok = torch::randint(cfg.vocab_size, {bs, 1}, torch::kLong);
-    const double s = timed(device, [&] {
-      for (int64_t i = 0; i < steps; ++i) {
-        auto pos = torch::full({bs, 1}, prompt + i, torch::kLong);
-        auto logits = gen->forward_cached(tok, pos, step_valid, slots, cache);
-        tok = logits.argmax(-1, /*keepdim=*/true).cpu();
-      }
-    });
-    const double tps = bs * steps / s;
+    auto first = torch::randint(cfg.vocab_size, {bs, 1}, torch::kLong);
+    auto run_steps = [&] {
+      return timed(device, [&] {
+        auto tok = first;
+        for (int64_t i = 0; i < steps; ++i) {
+          auto pos = torch::full({bs, 1}, prompt + i, torch::kLong);
+          auto logits = gen->forward_cached(tok, pos, step_valid, slots, cache);
+          tok = logits.argmax(-1, /*keepdim=*/true).cpu();
+        }
+      });
+    };
+    Rounds log("model_speed", core::aten_threads());
+    for (int r = 0; r < reps; ++r) {
+      log.begin_round(r);
+      log.add("packed_s", run_steps());
+      if (!compare) continue;
+      model::FusedLinear::set_packing(false);
+      log.add("unpacked_s", run_steps());
+      model::FusedLinear::set_packing(true);
+    }
+    const double tps = bs * steps / log.median("packed_s");
     const double flops = forward_flops_per_token(cfg) + attention_flops(cfg, prompt + steps / 2.0);
     decode[std::to_string(bs)] = tps;
     decode_frac[std::to_string(bs)] = tps * flops / (roof_gflops * 1e9);
+    if (compare) packed_gain[std::to_string(bs)] = log.ratio("unpacked_s", "packed_s");
   }
   return {
       {"model", {{"parameters", lm->num_parameters()}, {"config", config_path}}},
@@ -106,6 +125,7 @@ nlohmann::json run_model_speed(const BenchOptions& options) {
       {"train_batch", {{"B", B}, {"T", T}}},
       {"decode_tokens_per_s", decode},
       {"decode_roofline_fraction", decode_frac},
+      {"decode_packed_over_unpacked", packed_gain},
       {"note", device.is_cpu()
                    ? "roofline = fp32 1024^3 GEMM measured in this run; FLOPs count matmuls only"
                    : "roofline = 8192^3 GEMM in dtype on the device, measured in this run; FLOPs "

@@ -1,5 +1,6 @@
 // The inference path's fused pieces equal what they replace: SwiGLU's kernel equals silu(g) * u,
-// a fused projection equals its parts side by side and follows every change of their weights.
+// a fused projection equals its parts side by side and follows every change of their weights, and
+// its packed GEMM equals libtorch's linear.
 #include <gtest/gtest.h>
 
 #include "streamrl/model/fused_linear.h"
@@ -41,6 +42,33 @@ TEST(FusedLinear, EqualsItsPartsAndFollowsWeightChanges) {
   // So is a weight replaced by another tensor.
   a->weight.set_data(torch::randn({8, 16}));
   EXPECT_TRUE(torch::allclose(fused.forward(x), separate(), 1e-6, 1e-6));
+}
+
+TEST(FusedLinear, PackedGemmEqualsLibtorchLinearOnEveryShape) {
+  // Debian's libtorch has XNNPACK: there the packed path must be the one running.
+  if (!FusedLinear::packs_weights()) GTEST_SKIP() << "libtorch without XNNPACK";
+  torch::manual_seed(7);
+  torch::nn::Linear one(torch::nn::LinearOptions(24, 40).bias(true));
+  FusedLinear fused({one});
+  torch::NoGradGuard no_grad;
+  for (auto shape : std::vector<std::vector<int64_t>>{{1, 24}, {7, 24}, {3, 5, 24}, {0, 24}}) {
+    auto x = torch::randn(shape);
+    const auto packed = fused.forward(x);
+    FusedLinear::set_packing(false);
+    const auto unpacked = fused.forward(x);
+    FusedLinear::set_packing(true);
+    ASSERT_EQ(packed.sizes(), one->forward(x).sizes());
+    EXPECT_TRUE(torch::allclose(packed, one->forward(x), 1e-5, 1e-5));
+    EXPECT_TRUE(torch::allclose(packed, unpacked, 1e-5, 1e-5));
+  }
+  // A non-contiguous input (a narrowed view, as the q/k/v split gives) packs a contiguous copy.
+  auto wide = torch::randn({6, 48});
+  const auto view = wide.narrow(1, 8, 24);
+  EXPECT_TRUE(torch::allclose(fused.forward(view), one->forward(view), 1e-5, 1e-5));
+  // Other dtypes take libtorch's linear.
+  auto xd = torch::randn({4, 24}, torch::kDouble);
+  one->to(torch::kDouble);
+  EXPECT_TRUE(torch::allclose(fused.forward(xd), one->forward(xd), 1e-12, 1e-12));
 }
 
 }  // namespace

@@ -1,6 +1,65 @@
 #include "streamrl/model/fused_linear.h"
 
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include <dlfcn.h>
+
+#include <atomic>
+
 namespace streamrl::model {
+namespace {
+
+// libtorch's XNNPACK linear (the `prepacked` operators its mobile path uses), called boxed: the
+// context is a TorchScript custom class whose C++ type libtorch does not install a header for.
+// XNNPACK runs on libtorch's pthreadpool, whose threads spin beside the OpenMP ones of the
+// neighbouring ops: with 2 threads on 2 cores a decode step at batch 64 ran 7x slower. So it runs
+// on the calling thread, through caffe2::_NoPThreadPoolGuard (exported, but its header is not
+// installed: found by name, and without it no packing). A GEMM this small is fastest on one core.
+struct PackedOps {
+  c10::OperatorHandle prepack, run;
+  bool (*pool_guard_enabled)();
+  void (*set_pool_guard)(bool);
+};
+
+const PackedOps* packed_ops() {
+  static const PackedOps* ops = []() -> const PackedOps* {
+    if (!at::globalContext().isXNNPACKAvailable()) return nullptr;
+    auto& d = c10::Dispatcher::singleton();
+    auto prepack = d.findOp({"prepacked::linear_clamp_prepack", ""});
+    auto run = d.findOp({"prepacked::linear_clamp_run", ""});
+    void* is_enabled = dlsym(RTLD_DEFAULT, "_ZN6caffe219_NoPThreadPoolGuard10is_enabledEv");
+    void* set_enabled = dlsym(RTLD_DEFAULT, "_ZN6caffe219_NoPThreadPoolGuard11set_enabledEb");
+    if (!prepack || !run || !is_enabled || !set_enabled) return nullptr;
+    return new PackedOps{*prepack, *run, reinterpret_cast<bool (*)()>(is_enabled),
+                         reinterpret_cast<void (*)(bool)>(set_enabled)};
+  }();
+  return ops;
+}
+
+// Runs the packed GEMM on this thread (see PackedOps).
+torch::Tensor run_packed(const PackedOps& ops, const torch::Tensor& x2d, c10::IValue packed) {
+  const bool was = ops.pool_guard_enabled();
+  ops.set_pool_guard(true);
+  torch::jit::Stack stack{x2d, std::move(packed)};
+  try {
+    ops.run.callBoxed(&stack);
+  } catch (...) {
+    ops.set_pool_guard(was);
+    throw;
+  }
+  ops.set_pool_guard(was);
+  return stack[0].toTensor();
+}
+
+std::atomic<bool> packing{true};
+
+bool packable(const torch::Tensor& t) { return t.is_cpu() && t.scalar_type() == torch::kFloat32; }
+
+}  // namespace
+
+bool FusedLinear::packs_weights() { return packing && packed_ops() != nullptr; }
+
+void FusedLinear::set_packing(bool on) { packing = on; }
 
 torch::Tensor FusedLinear::forward(const torch::Tensor& x) {
   std::vector<std::pair<const void*, uint32_t>> key;
@@ -13,6 +72,7 @@ torch::Tensor FusedLinear::forward(const torch::Tensor& x) {
     }
   }
   torch::Tensor weight, bias;
+  c10::IValue packed;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (key != key_ || !weight_.defined()) {
@@ -25,12 +85,28 @@ torch::Tensor FusedLinear::forward(const torch::Tensor& x) {
                                          : torch::zeros({p->weight.size(0)}, p->weight.options()));
         }
       }
-      weight_ = torch::cat(ws, 0);
-      bias_ = any_bias ? torch::cat(bs, 0) : torch::Tensor();
+      weight_ = ws.size() == 1 ? ws[0] : torch::cat(ws, 0);
+      bias_ = !any_bias ? torch::Tensor() : bs.size() == 1 ? bs[0] : torch::cat(bs, 0);
+      packed_ = c10::IValue();
+      if (const PackedOps* ops = packed_ops(); ops && packable(weight_)) {
+        torch::jit::Stack stack{weight_.contiguous(),
+                                bias_.defined() ? c10::IValue(bias_.contiguous()) : c10::IValue(),
+                                c10::IValue(), c10::IValue()};
+        ops->prepack.callBoxed(&stack);
+        packed_ = std::move(stack[0]);
+      }
       key_ = std::move(key);
     }
     weight = weight_;
     bias = bias_;
+    packed = packed_;
+  }
+  if (packing && !packed.isNone() && packable(x) && x.numel() > 0) {
+    const int64_t in = x.size(-1);
+    std::vector<int64_t> out_shape = x.sizes().vec();
+    out_shape.back() = weight.size(0);
+    return run_packed(*packed_ops(), x.reshape({-1, in}).contiguous(), std::move(packed))
+        .view(out_shape);
   }
   return torch::linear(x, weight, bias);
 }

@@ -139,8 +139,10 @@ struct CausalLMImpl::Layer : torch::nn::Module {
     register_module("input_layernorm", param_holder(torch::ones({d}), &input_norm));
     register_module("post_attention_layernorm", param_holder(torch::ones({d}), &post_norm));
     qkv = std::make_unique<FusedLinear>(std::vector<torch::nn::Linear>{q_proj, k_proj, v_proj});
+    out = std::make_unique<FusedLinear>(std::vector<torch::nn::Linear>{o_proj});
     if (!moe) {
       gate_up = std::make_unique<FusedLinear>(std::vector<torch::nn::Linear>{gate_proj, up_proj});
+      down = std::make_unique<FusedLinear>(std::vector<torch::nn::Linear>{down_proj});
     }
   }
 
@@ -149,8 +151,9 @@ struct CausalLMImpl::Layer : torch::nn::Module {
   MoeBlock moe{nullptr};                                                       // MoE layers
   Tensor input_norm, post_norm;                                                // [D]
   Tensor q_norm, k_norm;  // [head_dim], Qwen3 only
-  // The inference path's fused projections (small models on the CPU; see fuse_inference_).
-  std::unique_ptr<FusedLinear> qkv, gate_up;
+  // The inference path's fused (and packed) projections (small models on the CPU; see
+  // fuse_inference_).
+  std::unique_ptr<FusedLinear> qkv, gate_up, out, down;
 };
 
 // Where the inference path stores new keys/values: flat (slot, position) pairs of valid tokens and
@@ -197,8 +200,9 @@ CausalLMImpl::CausalLMImpl(const ModelConfig& config, uint64_t seed) : config_(c
     }
   }
 
-  // Fused projections cost a second copy of the q/k/v and gate/up weights; worth it where GEMM
-  // calls, not FLOPs, dominate a decode step (hidden sizes up to ~1k), not for large models.
+  // Fused projections cost a second copy of the layers' weights (packed for XNNPACK where libtorch
+  // has it); worth it where GEMM calls, not FLOPs, dominate a decode step (hidden sizes up to
+  // ~1k), not for large models.
   const int64_t fused_elements =
       c.hidden_size *
       ((c.num_attention_heads + 2 * c.num_key_value_heads) * c.head_dim + 2 * c.intermediate_size);
@@ -302,7 +306,7 @@ Tensor CausalLMImpl::run(const Tensor& tokens, const Tensor& positions, const Te
       }
       attn = o.view({B, T, H * hd});
     }
-    h = h + layer.o_proj->forward(attn);
+    h = h + (fuse ? layer.out->forward(attn) : layer.o_proj->forward(attn));
 
     Tensor y = rms_norm(h, layer.post_norm, c.rms_norm_eps);
     Tensor mlp;
@@ -316,7 +320,7 @@ Tensor CausalLMImpl::run(const Tensor& tokens, const Tensor& positions, const Te
       mlp = layer.moe->forward(y.reshape({B * T, -1}), gating_, trace, replay, apply_forced)
                 .view(y.sizes());
     } else if (fuse) {
-      mlp = layer.down_proj->forward(swiglu(layer.gate_up->forward(y)));
+      mlp = layer.down->forward(swiglu(layer.gate_up->forward(y)));
     } else {
       mlp = layer.down_proj->forward(torch::silu(layer.gate_proj->forward(y)) *
                                      layer.up_proj->forward(y));
