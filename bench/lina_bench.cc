@@ -328,6 +328,7 @@ json run_lina_bench(const BenchOptions& options) {
       {"training", training},
       {"train_speedup", training["train_speedup"]["median"]},
       {"a2a_speedup", training["a2a_speedup"]["median"]},
+      {"pipelining_speedup", training["pipelining_speedup"]["median"]},
       {"emulator_error_train", worst_step_error},
       {"emulator_trusted", worst_step_error <= 0.15},
       {"paper_scale",

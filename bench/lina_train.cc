@@ -177,7 +177,8 @@ json run_lina_train_worker(const BenchOptions& options, const std::string& out_p
   for (const int64_t b : shape.layer_bytes) shared_bytes += b;
   shared_bytes += shape.head_bytes + shape.embedding_bytes;
 
-  const auto step = [&](ep::Policy policy, bool defer) {
+  const auto step = [&](ep::Policy policy, bool defer, int chunks = 1) {
+    edp.experts()->set_chunks(chunks);
     StepTimes t;
     world.barrier();  // ranks start together: a step's time is not a peer's lateness
     const auto start = Clock::now();
@@ -207,17 +208,24 @@ json run_lina_train_worker(const BenchOptions& options, const std::string& out_p
   const int rounds_n = options.quick ? 1 : 5, steps = options.quick ? 1 : 8;
   step(ep::Policy::kFairShare, false);  // warm-up: first-touch allocations, Gloo buffers
   Rounds rounds("lina training", ranks);
-  const char* names[] = {"fair_share", "lina", "alone"};
+  // Variants: fair share, Lina's rule, nothing overlapped (the profile), and Lina's rule with its
+  // pipelining: each dispatch and combine in kPipelineChunks token chunks, the experts computing
+  // on one while the next travels.
+  const char* names[] = {"fair_share", "lina", "alone", "lina_pipelined"};
+  constexpr int kVariants = 4, kPipelineChunks = 2;
   for (int r = 0; r < rounds_n; ++r) {
     rounds.begin_round(r);
-    std::vector<double> ms[3], a2a[3], fwd, bwd_compute, a2a_op, a2a_bytes, reduce;
+    std::vector<double> ms[kVariants], a2a[kVariants], fw[kVariants], fwd, bwd_compute, a2a_op,
+        a2a_bytes, reduce;
     for (int s = 0; s < steps; ++s) {
-      for (int i = 0; i < 3; ++i) {
-        const int v = (i + r + s) % 3;  // each variant takes each position alike
+      for (int i = 0; i < kVariants; ++i) {
+        const int v = (i + r + s) % kVariants;  // each variant takes each position alike
         const StepTimes t =
-            step(v == 1 ? ep::Policy::kPartitioned : ep::Policy::kFairShare, v == 2);
+            step(v == 1 || v == 3 ? ep::Policy::kPartitioned : ep::Policy::kFairShare, v == 2,
+                 v == 3 ? kPipelineChunks : 1);
         ms[v].push_back(1e3 * t.step_s);
         a2a[v].push_back(1e3 * t.comm.all_to_all_s);
+        fw[v].push_back(1e3 * t.forward_s);
         if (v == 2) {
           fwd.push_back(t.forward_s);
           bwd_compute.push_back(t.backward_s - t.comm.all_to_all_s);
@@ -235,16 +243,21 @@ json run_lina_train_worker(const BenchOptions& options, const std::string& out_p
     const double bytes_per_s =
         15.0 * shared_bytes * 2 * (ranks - 1) / ranks / std::max(1e-6, slope);
     // Fair share and Lina ran side by side in each step slot: the median of their pair ratios.
-    std::vector<double> step_ratio, a2a_ratio;
+    std::vector<double> step_ratio, a2a_ratio, pipe_step, pipe_forward;
     for (int i = 0; i < steps; ++i) {
       step_ratio.push_back(ms[0][i] / ms[1][i]);
       a2a_ratio.push_back(a2a[0][i] / std::max(1e-9, a2a[1][i]));
+      pipe_step.push_back(ms[1][i] / ms[3][i]);
+      pipe_forward.push_back(fw[1][i] / fw[3][i]);
     }
     rounds.add("train_speedup", core::median(step_ratio));
     rounds.add("a2a_speedup", core::median(a2a_ratio));
-    for (int v = 0; v < 3; ++v) {
+    rounds.add("pipelining_speedup", core::median(pipe_step));
+    rounds.add("pipelining_forward_speedup", core::median(pipe_forward));
+    for (int v = 0; v < kVariants; ++v) {
       rounds.add(std::string(names[v]) + "_step_ms", core::median(ms[v]));
       rounds.add(std::string(names[v]) + "_a2a_ms", core::median(a2a[v]));
+      rounds.add(std::string(names[v]) + "_forward_ms", core::median(fw[v]));
     }
     rounds.add("alone_reduce_ms", core::median(reduce));
     rounds.add("link_latency_us", 1e6 * latency);
@@ -282,6 +295,11 @@ json run_lina_train_worker(const BenchOptions& options, const std::string& out_p
   out["steps_per_round"] = steps;
   out["train_speedup"] = rounds.summary("train_speedup");
   out["a2a_speedup"] = rounds.summary("a2a_speedup");
+  // Lina's pipelining over Lina's rule alone (step and forward, where the dispatch overlaps the
+  // experts; the backward's exchanges stay whole-chunk synchronous).
+  out["pipeline_chunks"] = kPipelineChunks;
+  out["pipelining_speedup"] = rounds.summary("pipelining_speedup");
+  out["pipelining_forward_speedup"] = rounds.summary("pipelining_forward_speedup");
   out["emulated_train_speedup"] =
       rounds.ratio("emulated_fair_share_step_ms", "emulated_lina_step_ms");
   out["emulated_a2a_speedup"] = rounds.ratio("emulated_fair_share_a2a_ms", "emulated_lina_a2a_ms");

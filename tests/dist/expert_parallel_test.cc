@@ -42,7 +42,7 @@ std::pair<Tensor, Tensor> moe_batch() {
 // count, so the ranks' gradients add up to one process's. With `comm`, the shared gradients are
 // all-reduced during backward, under fair sharing in the first step and Lina's rule in the second.
 void train_moe_steps(model::CausalLM& lm, ProcessGroup* world, ExpertDataParallel* edp,
-                     int64_t begin, int64_t end, BackwardComm* comm = nullptr) {
+                     int64_t begin, int64_t end, BackwardComm* comm = nullptr, int chunks = 1) {
   auto [tokens, valid] = moe_batch();
   tokens = tokens.narrow(0, begin, end - begin);
   valid = valid.narrow(0, begin, end - begin);
@@ -56,7 +56,7 @@ void train_moe_steps(model::CausalLM& lm, ProcessGroup* world, ExpertDataParalle
     loss.backward();
     if (comm) {
       const BackwardCommStats s = comm->finish();
-      EXPECT_EQ(s.all_to_all_ops, 2 * 2);  // dispatch and combine of the 2 MoE layers
+      EXPECT_EQ(s.all_to_all_ops, 2 * 2 * chunks);  // dispatch, combine of 2 MoE layers' chunks
       EXPECT_GT(s.all_reduce_ops, 0);
     }
     if (edp) edp->all_reduce_gradients(lm->named_parameters(), /*chunk_bytes=*/4096, !comm);
@@ -70,10 +70,11 @@ int expert_parameters(model::CausalLM& lm) {
   return n;
 }
 
-void expect_matches_single_process(bool scheduled) {
+void expect_matches_single_process(bool scheduled, int chunks = 1) {
   torch::set_num_threads(1);
   ProcessGroup world(process_group_options_from_env(std::chrono::seconds(30)));
   ExpertDataParallel edp(world, /*ep=*/2);
+  edp.experts()->set_chunks(chunks);
   const ParallelLayout& layout = edp.layout();
   const int n = world.world_size(), rank = world.rank();
   const int64_t begin = 8 * rank / n, end = 8 * (rank + 1) / n;
@@ -105,13 +106,13 @@ void expect_matches_single_process(bool scheduled) {
     comm = edp.backward_comm(ep->named_parameters(), {ep::Policy::kPartitioned, 4096, 512},
                              std::chrono::seconds(30));
   }
-  train_moe_steps(ep, &world, &edp, begin, end, comm.get());
+  train_moe_steps(ep, &world, &edp, begin, end, comm.get(), chunks);
   model::CausalLM start = tiny_moe(100);
   train_moe_steps(single, nullptr, nullptr, 0, 8);
   const double diff = testing_util::max_param_diff(ep, single);
   const double moved = testing_util::max_param_diff(ep, start);
-  std::printf("%sdp%d x ep%d vs one process: max |diff| = %.3g; update size %.3g\n",
-              scheduled ? "scheduled " : "", layout.dp(), layout.ep, diff, moved);
+  std::printf("%sdp%d x ep%d (%d chunks) vs one process: max |diff| = %.3g; update size %.3g\n",
+              scheduled ? "scheduled " : "", layout.dp(), layout.ep, chunks, diff, moved);
   EXPECT_LT(diff, 1e-5);
   EXPECT_GT(moved, 1e-2);
   world.barrier();
@@ -126,6 +127,13 @@ TEST(EpWorker, ExpertParallelStepMatchesSingleProcess) {
 TEST(EpWorker, ScheduledBackwardMatchesSingleProcess) {
   REQUIRE_WORKER();
   expect_matches_single_process(true);
+}
+
+// Lina's pipelining: every dispatch and combine cut into 3 token chunks (some empty on this small
+// batch), the experts computing on each as it lands, under the scheduled backward.
+TEST(EpWorker, ChunkedExchangeMatchesSingleProcess) {
+  REQUIRE_WORKER();
+  expect_matches_single_process(true, 3);
 }
 
 TEST(EpWorker, AllToAllWithUnequalSplitsAndItsGradient) {
@@ -193,7 +201,8 @@ TEST(ExpertParallel, LayoutAndBadSplits) {
 TEST(Launch, ExpertParallelTwoRanksMatchOneProcess) {
   auto r = launch_workers("EpWorker.ExpertParallelStepMatchesSingleProcess", 2, 120);
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("[rank 1] dp1 x ep2 vs one process"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("[rank 1] dp1 x ep2 (1 chunks) vs one process"), std::string::npos)
+      << r.output;
   EXPECT_EQ(r.output.find("SKIPPED ] EpWorker"), std::string::npos) << r.output;
 }
 
@@ -209,12 +218,17 @@ void expect_four_ranks_match(const std::string& worker, const std::string& line)
 
 TEST(Launch, DataTimesExpertParallelFourRanksMatchOneProcess) {
   expect_four_ranks_match("EpWorker.ExpertParallelStepMatchesSingleProcess",
-                          "dp2 x ep2 vs one process");
+                          "dp2 x ep2 (1 chunks) vs one process");
 }
 
 TEST(Launch, LinaScheduledBackwardFourRanksMatchOneProcess) {
   expect_four_ranks_match("EpWorker.ScheduledBackwardMatchesSingleProcess",
-                          "scheduled dp2 x ep2 vs one process");
+                          "scheduled dp2 x ep2 (1 chunks) vs one process");
+}
+
+TEST(Launch, ChunkedExchangeFourRanksMatchOneProcess) {
+  expect_four_ranks_match("EpWorker.ChunkedExchangeMatchesSingleProcess",
+                          "scheduled dp2 x ep2 (3 chunks) vs one process");
 }
 
 // One launch per worker test: each builds its own group on the launcher's port.

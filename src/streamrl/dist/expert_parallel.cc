@@ -37,6 +37,26 @@ struct AllToAll : torch::autograd::Function<AllToAll> {
   }
 };
 
+// The exchange of AllToAll left in flight: forward starts it and returns the tensor Gloo fills
+// (autograd reads no data in forward), the caller waits through `pending` before reading it.
+// Backward is AllToAll's.
+struct AllToAllStart : torch::autograd::Function<AllToAllStart> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& x, int64_t group,
+                        std::vector<int64_t> send, std::vector<int64_t> recv, int64_t pending) {
+    ctx->saved_data["group"] = group;
+    ctx->saved_data["send"] = send;
+    ctx->saved_data["recv"] = recv;
+    auto& slot = *reinterpret_cast<std::shared_ptr<ProcessGroup::PendingAllToAll>*>(pending);
+    slot = reinterpret_cast<ExpertParallelGroup*>(group)->group().all_to_all_start(x, send, recv);
+    return slot->output();
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad) {
+    variable_list g = AllToAll::backward(ctx, std::move(grad));
+    g.push_back(Tensor());
+    return g;
+  }
+};
+
 // Identity whose backward tells the BackwardComm that an MoE layer's combine is computing.
 struct CombineMarker : torch::autograd::Function<CombineMarker> {
   static Tensor forward(AutogradContext* ctx, const Tensor& x, int64_t group) {
@@ -87,6 +107,26 @@ Tensor ExpertParallelGroup::all_to_all(const Tensor& x, const std::vector<int64_
                                        const std::vector<int64_t>& recv) {
   if (!x.requires_grad()) return group_->all_to_all(x, send, recv);
   return AllToAll::apply(x, reinterpret_cast<int64_t>(this), send, recv);
+}
+
+model::ExpertExchange::Pending ExpertParallelGroup::all_to_all_start(
+    const Tensor& x, const std::vector<int64_t>& send, const std::vector<int64_t>& recv) {
+  auto pending = std::make_shared<std::shared_ptr<ProcessGroup::PendingAllToAll>>();
+  if (!x.requires_grad()) {
+    *pending = group_->all_to_all_start(x, send, recv);
+    return [pending] { return (*pending)->wait(); };
+  }
+  const Tensor out = AllToAllStart::apply(x, reinterpret_cast<int64_t>(this), send, recv,
+                                          reinterpret_cast<int64_t>(pending.get()));
+  return [pending, out] {
+    (*pending)->wait();
+    return out;
+  };
+}
+
+void ExpertParallelGroup::set_chunks(int chunks) {
+  if (chunks < 1) throw InputError("parallel.ep_chunks must be >= 1");
+  chunks_ = chunks;
 }
 
 Tensor ExpertParallelGroup::combine_output(const Tensor& out) {

@@ -39,6 +39,11 @@ class ExpertParallelGroup : public model::ExpertExchange {
   int size() const override { return group_->world_size(); }
   torch::Tensor all_to_all(const torch::Tensor& x, const std::vector<int64_t>& send,
                            const std::vector<int64_t>& recv) override;
+  Pending all_to_all_start(const torch::Tensor& x, const std::vector<int64_t>& send,
+                           const std::vector<int64_t>& recv) override;
+  int chunks() const override { return chunks_; }
+  // Lina's token chunks per dispatch and combine (parallel.ep_chunks); InputError below 1.
+  void set_chunks(int chunks);
   torch::Tensor combine_output(const torch::Tensor& out) override;
   ProcessGroup& group() { return *group_; }
   // Backward exchanges and combines report to `comm` (Lina's scheduling); null: none.
@@ -48,6 +53,7 @@ class ExpertParallelGroup : public model::ExpertExchange {
  private:
   std::unique_ptr<ProcessGroup> group_;
   BackwardComm* comm_ = nullptr;
+  int chunks_ = 1;
 };
 
 // The groups one rank needs for DP x EP, built from the world (every rank calls it, with the

@@ -301,8 +301,46 @@ std::vector<std::string> ProcessGroup::all_gather_bytes(const std::string& bytes
   return all;
 }
 
+namespace {
+
+// An exchange already done (a world of one): its rows.
+class DoneAllToAll : public ProcessGroup::PendingAllToAll {
+ public:
+  explicit DoneAllToAll(torch::Tensor out) : out_(std::move(out)) {}
+  torch::Tensor wait() override { return out_; }
+  torch::Tensor output() const override { return out_; }
+
+ private:
+  torch::Tensor out_;
+};
+
+}  // namespace
+
+class GlooAllToAll : public ProcessGroup::PendingAllToAll {
+ public:
+  GlooAllToAll(c10::intrusive_ptr<c10d::Work> work, torch::Tensor out,
+               const ProcessGroupOptions& options, double& seconds)
+      : work_(std::move(work)), out_(std::move(out)), options_(options), seconds_(seconds) {}
+  torch::Tensor wait() override {
+    if (work_) wait_for(std::exchange(work_, {}), "all_to_all", options_, seconds_);
+    return out_;
+  }
+  torch::Tensor output() const override { return out_; }
+
+ private:
+  c10::intrusive_ptr<c10d::Work> work_;  // holds `out_` and the input until Gloo is done
+  torch::Tensor out_;
+  const ProcessGroupOptions& options_;
+  double& seconds_;
+};
+
 torch::Tensor ProcessGroup::all_to_all(const torch::Tensor& x, const std::vector<int64_t>& send,
                                        const std::vector<int64_t>& recv) {
+  return all_to_all_start(x, send, recv)->wait();
+}
+
+std::unique_ptr<ProcessGroup::PendingAllToAll> ProcessGroup::all_to_all_start(
+    const torch::Tensor& x, const std::vector<int64_t>& send, const std::vector<int64_t>& recv) {
   const auto total = [](const std::vector<int64_t>& v) {
     int64_t s = 0;
     for (int64_t n : v) s += n;
@@ -317,15 +355,14 @@ torch::Tensor ProcessGroup::all_to_all(const torch::Tensor& x, const std::vector
                      std::to_string(x.dim() < 1 ? 0 : x.size(0)) + " rows");
   }
   torch::NoGradGuard no_grad;
-  if (!impl_) return x.detach().clone();
+  if (!impl_) return std::make_unique<DoneAllToAll>(x.detach().clone());
   std::vector<int64_t> shape = x.sizes().vec();
   shape[0] = total(recv);
   torch::Tensor out = torch::empty(shape, x.options());
   torch::Tensor in = x.detach().contiguous();
   std::vector<int64_t> out_splits = recv, in_splits = send;
-  wait_for(impl_->pg->alltoall_base(out, in, out_splits, in_splits), "all_to_all", options_,
-           collective_seconds_);
-  return out;
+  return std::make_unique<GlooAllToAll>(impl_->pg->alltoall_base(out, in, out_splits, in_splits),
+                                        out, options_, collective_seconds_);
 }
 
 std::unique_ptr<ProcessGroup> ProcessGroup::subgroup(const std::vector<int>& ranks,

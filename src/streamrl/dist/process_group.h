@@ -68,6 +68,20 @@ class ProcessGroup {
   // ExpertParallelGroup). InputError when the splits do not match the world or `x`.
   torch::Tensor all_to_all(const torch::Tensor& x, const std::vector<int64_t>& send,
                            const std::vector<int64_t>& recv);
+  // The same exchange started and left in flight (Gloo moves it on its own threads): `wait()`
+  // returns the rows, bounded by the timeout. `x` must not change until then. Call wait() from
+  // this group's owner thread, before the group goes; every rank starts its exchanges in the same
+  // order.
+  class PendingAllToAll {
+   public:
+    virtual ~PendingAllToAll() = default;
+    virtual torch::Tensor wait() = 0;
+    // Where the rows land: the tensor wait() returns, already shaped, filled only once it has.
+    virtual torch::Tensor output() const = 0;
+  };
+  std::unique_ptr<PendingAllToAll> all_to_all_start(const torch::Tensor& x,
+                                                    const std::vector<int64_t>& send,
+                                                    const std::vector<int64_t>& recv);
   // Returns once every rank has called it.
   void barrier();
 

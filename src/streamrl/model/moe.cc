@@ -179,7 +179,20 @@ Tensor MoeBlockImpl::run_experts(const Tensor& rows, const Tensor& counts) {
   return ys.empty() ? rows : torch::cat(ys);
 }
 
+namespace {
+
+// Rows [lo, hi) of chunk c when n rows are cut into `chunks` nearly equal parts; every rank cuts a
+// segment it sends and the peer cuts the same segment it receives by this one rule.
+std::pair<int64_t, int64_t> chunk_span(int64_t n, int c, int chunks) {
+  return {n * c / chunks, n * (c + 1) / chunks};
+}
+
+}  // namespace
+
 Tensor MoeBlockImpl::run_experts_parallel(const Tensor& rows, const Tensor& counts) {
+  if (const int chunks = exchange_->chunks(); chunks > 1) {
+    return run_experts_chunked(rows, counts, chunks);
+  }
   const int ranks = exchange_->size();
   const int64_t local = static_cast<int64_t>(experts_.size());
   // Rows per destination rank, then every source's count per local expert (an equal-split
@@ -199,6 +212,70 @@ Tensor MoeBlockImpl::run_experts_parallel(const Tensor& rows, const Tensor& coun
   const Tensor order = std::get<1>(local_id.sort(/*stable=*/c10::optional<bool>(true), 0));
   const Tensor y = run_experts(received.index_select(0, order), got.sum(0).contiguous());
   return exchange_->all_to_all(y.index_select(0, order.argsort()), recv, send);
+}
+
+Tensor MoeBlockImpl::run_experts_chunked(const Tensor& rows, const Tensor& counts, int chunks) {
+  const int ranks = exchange_->size();
+  const int64_t local = static_cast<int64_t>(experts_.size());
+  // Every source's count per local expert, as in run_experts_parallel.
+  const std::vector<int64_t> each(ranks, local);
+  const Tensor got = exchange_->all_to_all(counts, each, each).view({ranks, local});
+  const Tensor by_rank = counts.view({ranks, local}).sum(1);
+  const int64_t* sent = by_rank.data_ptr<int64_t>();
+  const Tensor got_c = got.contiguous();
+  const int64_t* g = got_c.data_ptr<int64_t>();
+  // Chunk c carries the c-th part of every (this rank -> peer) segment. Its rows are gathered
+  // from `rows`; the peer learns each local expert's share of its part from `got` (a source's
+  // rows are sorted by expert).
+  std::vector<Tensor> gather(chunks), local_id(chunks);
+  std::vector<std::vector<int64_t>> send(chunks, std::vector<int64_t>(ranks)),
+      recv(chunks, std::vector<int64_t>(ranks));
+  std::vector<std::vector<int64_t>> expert_rows(chunks, std::vector<int64_t>(local, 0));
+  for (int c = 0; c < chunks; ++c) {
+    std::vector<Tensor> idx;
+    std::vector<int64_t> ids;
+    int64_t offset = 0;
+    for (int r = 0; r < ranks; ++r) {
+      const auto [lo, hi] = chunk_span(sent[r], c, chunks);
+      idx.push_back(torch::arange(offset + lo, offset + hi, torch::kLong));
+      send[c][r] = hi - lo;
+      offset += sent[r];
+      int64_t from = 0, total = 0;
+      for (int64_t e = 0; e < local; ++e) total += g[r * local + e];
+      const auto [rlo, rhi] = chunk_span(total, c, chunks);
+      recv[c][r] = rhi - rlo;
+      for (int64_t e = 0; e < local; ++e) {
+        const int64_t to = from + g[r * local + e];
+        const int64_t n = std::max<int64_t>(0, std::min(to, rhi) - std::max(from, rlo));
+        ids.insert(ids.end(), n, e);
+        expert_rows[c][e] += n;
+        from = to;
+      }
+    }
+    gather[c] = torch::cat(idx);
+    local_id[c] = torch::tensor(ids, torch::kLong);
+  }
+  // Dispatch c + 1 travels while the experts compute on chunk c; combine c travels while the
+  // experts compute on chunk c + 1. Every rank starts the exchanges in the same order.
+  using Pending = ExpertExchange::Pending;
+  std::vector<Pending> dispatched(chunks), combined(chunks);
+  auto dispatch = [&](int c) {
+    dispatched[c] = exchange_->all_to_all_start(rows.index_select(0, gather[c]), send[c], recv[c]);
+  };
+  dispatch(0);
+  for (int c = 0; c < chunks; ++c) {
+    if (c + 1 < chunks) dispatch(c + 1);
+    const Tensor received = dispatched[c]();
+    const Tensor order =
+        std::get<1>(local_id[c].sort(/*stable=*/c10::optional<bool>(true), 0));  // by expert
+    const Tensor y =
+        run_experts(received.index_select(0, order), torch::tensor(expert_rows[c], torch::kLong));
+    combined[c] = exchange_->all_to_all_start(y.index_select(0, order.argsort()), recv[c], send[c]);
+  }
+  std::vector<Tensor> back;
+  for (int c = 0; c < chunks; ++c) back.push_back(combined[c]());
+  // Each chunk's results in the rows it gathered them from.
+  return torch::zeros_like(rows).index_copy(0, torch::cat(gather), torch::cat(back));
 }
 
 void MoeBlockImpl::shard_experts(std::shared_ptr<ExpertExchange> exchange) {

@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 #include <nlohmann/json.hpp>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -70,6 +71,17 @@ class ExpertExchange {
   // gradient takes the reverse exchange.
   virtual torch::Tensor all_to_all(const torch::Tensor& x, const std::vector<int64_t>& send,
                                    const std::vector<int64_t>& recv) = 0;
+  // The same exchange left in flight: the returned function waits for it and returns the rows
+  // (Lina's pipelining: experts compute on one token chunk while the next travels). Every rank
+  // starts its exchanges in the same order and waits for each before the next forward. By
+  // default it runs at once.
+  using Pending = std::function<torch::Tensor()>;
+  virtual Pending all_to_all_start(const torch::Tensor& x, const std::vector<int64_t>& send,
+                                   const std::vector<int64_t>& recv) {
+    return [out = all_to_all(x, send, recv)] { return out; };
+  }
+  // Token chunks each MoE layer cuts its dispatch and combine into (1: one exchange each way).
+  virtual int chunks() const { return 1; }
   // The layer's combined output passes through here, so that a communication scheduler learns
   // when the combine's backward starts (an all-to-all is imminent). Identity by default.
   virtual torch::Tensor combine_output(const torch::Tensor& out) { return out; }
@@ -112,6 +124,8 @@ class MoeBlockImpl : public torch::nn::Module {
   // experts, [M, D] in the same order: locally, or dispatched to and combined from their ranks.
   torch::Tensor run_experts(const torch::Tensor& rows, const torch::Tensor& counts);
   torch::Tensor run_experts_parallel(const torch::Tensor& rows, const torch::Tensor& counts);
+  torch::Tensor run_experts_chunked(const torch::Tensor& rows, const torch::Tensor& counts,
+                                    int chunks);
   Routing route_tokens(const torch::Tensor& x, const GatingConfig& gating, MoeLayerTrace* trace,
                        const torch::Tensor& forced = {}, bool apply = true);
   torch::Tensor shared(const torch::Tensor& x);

@@ -57,6 +57,7 @@ SftConfig SftConfig::from_config(const core::Config& root) {
   c.parallel.read(root.section("parallel"));
   root.section("parallel").get("timeout_s", c.parallel_timeout_s);
   root.section("parallel").get("ep", c.parallel_ep);
+  root.section("parallel").get("ep_chunks", c.parallel_ep_chunks);
   root.section("parallel").get("eval_timeout_s", c.parallel_eval_timeout_s);
   root.check_all_used();
   if (c.steps < 1) throw InputError("train.steps must be >= 1");
@@ -66,6 +67,7 @@ SftConfig SftConfig::from_config(const core::Config& root) {
   if (c.eval_loss_n < 0) throw InputError("eval.loss_n must be >= 0");
   if (!(c.parallel_timeout_s > 0)) throw InputError("parallel.timeout_s must be > 0");
   if (c.parallel_ep < 1) throw InputError("parallel.ep must be >= 1");
+  if (c.parallel_ep_chunks < 1) throw InputError("parallel.ep_chunks must be >= 1");
   if (!(c.parallel_eval_timeout_s > 0)) throw InputError("parallel.eval_timeout_s must be > 0");
   if (c.parallel_ep > 1 && c.parallel.pp > 1) {
     throw InputError("parallel.ep and parallel.pp cannot be combined (MoE models use ep)");
@@ -391,6 +393,7 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
   nlohmann::json ep_state = {{"step", 0}};
   if (c.parallel_ep > 1) {
     experts = std::make_unique<dist::ExpertDataParallel>(*world, c.parallel_ep);
+    experts->experts()->set_chunks(c.parallel_ep_chunks);
     if (writer) {
       whole.emplace(model::CausalLM(model->config(), c.run.seed));
       place_trained_model(*whole, c.run, c.dtype);
