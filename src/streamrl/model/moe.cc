@@ -190,34 +190,10 @@ std::pair<int64_t, int64_t> chunk_span(int64_t n, int c, int chunks) {
 }  // namespace
 
 Tensor MoeBlockImpl::run_experts_parallel(const Tensor& rows, const Tensor& counts) {
-  if (const int chunks = exchange_->chunks(); chunks > 1) {
-    return run_experts_chunked(rows, counts, chunks);
-  }
-  const int ranks = exchange_->size();
+  const int ranks = exchange_->size(), chunks = exchange_->chunks();
   const int64_t local = static_cast<int64_t>(experts_.size());
-  // Rows per destination rank, then every source's count per local expert (an equal-split
-  // exchange of the counts), then the rows themselves.
-  const Tensor by_rank = counts.view({ranks, local}).sum(1);
-  const std::vector<int64_t> send(by_rank.data_ptr<int64_t>(), by_rank.data_ptr<int64_t>() + ranks);
-  const std::vector<int64_t> each(ranks, local);
-  const Tensor got = exchange_->all_to_all(counts, each, each).view({ranks, local});
-  const Tensor got_by_rank = got.sum(1);
-  const std::vector<int64_t> recv(got_by_rank.data_ptr<int64_t>(),
-                                  got_by_rank.data_ptr<int64_t>() + ranks);
-  const Tensor received = exchange_->all_to_all(rows, send, recv);
-  // Received rows come by source, each source's sorted by expert: sort them by local expert
-  // (stable), run the experts, restore the order and send the results back.
-  const Tensor local_id =
-      torch::arange(local, torch::kLong).repeat({ranks}).repeat_interleave(got.reshape({-1}));
-  const Tensor order = std::get<1>(local_id.sort(/*stable=*/c10::optional<bool>(true), 0));
-  const Tensor y = run_experts(received.index_select(0, order), got.sum(0).contiguous());
-  return exchange_->all_to_all(y.index_select(0, order.argsort()), recv, send);
-}
-
-Tensor MoeBlockImpl::run_experts_chunked(const Tensor& rows, const Tensor& counts, int chunks) {
-  const int ranks = exchange_->size();
-  const int64_t local = static_cast<int64_t>(experts_.size());
-  // Every source's count per local expert, as in run_experts_parallel.
+  // Every source's count per local expert (an equal-split exchange of the counts), then the rows
+  // themselves, in `chunks` exchanges each way (Lina's pipelining; usually one).
   const std::vector<int64_t> each(ranks, local);
   const Tensor got = exchange_->all_to_all(counts, each, each).view({ranks, local});
   const Tensor by_rank = counts.view({ranks, local}).sum(1);
@@ -266,8 +242,9 @@ Tensor MoeBlockImpl::run_experts_chunked(const Tensor& rows, const Tensor& count
   for (int c = 0; c < chunks; ++c) {
     if (c + 1 < chunks) dispatch(c + 1);
     const Tensor received = dispatched[c]();
-    const Tensor order =
-        std::get<1>(local_id[c].sort(/*stable=*/c10::optional<bool>(true), 0));  // by expert
+    // Received rows come by source, each source's sorted by expert: sort them by local expert
+    // (stable), run the experts, restore the order and send the results back.
+    const Tensor order = std::get<1>(local_id[c].sort(/*stable=*/c10::optional<bool>(true), 0));
     const Tensor y =
         run_experts(received.index_select(0, order), torch::tensor(expert_rows[c], torch::kLong));
     combined[c] = exchange_->all_to_all_start(y.index_select(0, order.argsort()), recv[c], send[c]);

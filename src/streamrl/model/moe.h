@@ -124,8 +124,6 @@ class MoeBlockImpl : public torch::nn::Module {
   // experts, [M, D] in the same order: locally, or dispatched to and combined from their ranks.
   torch::Tensor run_experts(const torch::Tensor& rows, const torch::Tensor& counts);
   torch::Tensor run_experts_parallel(const torch::Tensor& rows, const torch::Tensor& counts);
-  torch::Tensor run_experts_chunked(const torch::Tensor& rows, const torch::Tensor& counts,
-                                    int chunks);
   Routing route_tokens(const torch::Tensor& x, const GatingConfig& gating, MoeLayerTrace* trace,
                        const torch::Tensor& forced = {}, bool apply = true);
   torch::Tensor shared(const torch::Tensor& x);
