@@ -1,5 +1,6 @@
 // streamrl: one binary, one subcommand per job. Exit codes: 0 ok, 1 runtime failure, 2 bad usage
 // or bad input, each failure reported as one line on stderr.
+#include <csignal>
 #include <cstdio>
 #include <exception>
 
@@ -10,6 +11,10 @@
 
 int main(int argc, char** argv) {
   using namespace streamrl;
+  // A write to a socket whose peer died (Gloo's writev to a killed rank, an HTTP peer gone) must
+  // fail as an error this program reports in one line, not end it silently with SIGPIPE: a
+  // trainer rank whose peer host died was once killed that way, with no message.
+  std::signal(SIGPIPE, SIG_IGN);
   core::select_blas_kernel(argv);
   core::tune_allocator();
   CLI::App app{"streamrl: disaggregated stream-generation RL post-training for LLMs"};

@@ -88,12 +88,16 @@ RunResult BackgroundRun::wait(int timeout_s) {
   RunResult r;
   r.output = output_;
   if (timed_out) r.output += "\n[killed after timeout]";
+  if (!timed_out && !killed_ && WIFSIGNALED(status_)) {
+    r.output += "\n[ended by signal " + std::to_string(WTERMSIG(status_)) + "]";
+  }
   r.exit_code = !timed_out && WIFEXITED(status_) ? WEXITSTATUS(status_) : -1;
   return r;
 }
 
 void BackgroundRun::kill_now() {
   if (!running()) return;
+  killed_ = true;
   kill(pid_, SIGKILL);
   waitpid(pid_, &status_, 0);
   reaped_ = true;

@@ -33,7 +33,8 @@ class BackgroundRun {
   BackgroundRun(const BackgroundRun&) = delete;
   BackgroundRun& operator=(const BackgroundRun&) = delete;
 
-  // Waits for the exit, at most `timeout_s` (then kills it: exit code -1).
+  // Waits for the exit, at most `timeout_s` (then kills it: exit code -1). A child that a signal
+  // ended (other than kill_now's) has exit code -1 and "[ended by signal N]" after its output.
   RunResult wait(int timeout_s);
   bool running();
   void kill_now();  // SIGKILL, as when its host dies
@@ -42,6 +43,7 @@ class BackgroundRun {
   pid_t pid_ = -1;
   int status_ = 0;
   bool reaped_ = false;
+  bool killed_ = false;  // by kill_now
   std::mutex mu_;
   std::string output_;
   std::thread reader_;

@@ -62,6 +62,7 @@ pid_t spawn(const LaunchOptions& o, int rank, int port, int out_fd, int err_fd) 
   setpgid(0, 0);
   signal(SIGINT, SIG_DFL);
   signal(SIGTERM, SIG_DFL);
+  signal(SIGPIPE, SIG_DFL);  // streamrl ignores it; the launched command starts as the shell would
   dup2(out_fd, STDOUT_FILENO);
   dup2(err_fd, STDERR_FILENO);
   setenv("RANK", std::to_string(rank).c_str(), 1);
