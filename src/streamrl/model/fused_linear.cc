@@ -72,7 +72,6 @@ torch::Tensor FusedLinear::forward(const torch::Tensor& x) {
     }
   }
   torch::Tensor weight, bias;
-  c10::IValue packed;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (key != key_ || !weight_.defined()) {
@@ -97,16 +96,16 @@ torch::Tensor FusedLinear::forward(const torch::Tensor& x) {
       }
       key_ = std::move(key);
     }
+    if (packing && !packed_.isNone() && packable(x) && x.numel() > 0) {
+      // Under the lock: XNNPACK sets its operator up with each call's pointers, so two threads
+      // running one packed layer at once (two engines on one model) would race.
+      const int64_t in = x.size(-1);
+      std::vector<int64_t> out_shape = x.sizes().vec();
+      out_shape.back() = weight_.size(0);
+      return run_packed(*packed_ops(), x.reshape({-1, in}).contiguous(), packed_).view(out_shape);
+    }
     weight = weight_;
     bias = bias_;
-    packed = packed_;
-  }
-  if (packing && !packed.isNone() && packable(x) && x.numel() > 0) {
-    const int64_t in = x.size(-1);
-    std::vector<int64_t> out_shape = x.sizes().vec();
-    out_shape.back() = weight.size(0);
-    return run_packed(*packed_ops(), x.reshape({-1, in}).contiguous(), std::move(packed))
-        .view(out_shape);
   }
   return torch::linear(x, weight, bias);
 }
