@@ -36,18 +36,16 @@ const PackedOps* packed_ops() {
   return ops;
 }
 
-// Runs the packed GEMM on this thread (see PackedOps).
+// Runs the packed GEMM on this thread (see PackedOps), the pool guard restored however it ends.
 torch::Tensor run_packed(const PackedOps& ops, const torch::Tensor& x2d, c10::IValue packed) {
-  const bool was = ops.pool_guard_enabled();
-  ops.set_pool_guard(true);
+  struct OnThisThread {
+    const PackedOps& ops;
+    const bool was = ops.pool_guard_enabled();
+    explicit OnThisThread(const PackedOps& o) : ops(o) { ops.set_pool_guard(true); }
+    ~OnThisThread() { ops.set_pool_guard(was); }
+  } guard(ops);
   torch::jit::Stack stack{x2d, std::move(packed)};
-  try {
-    ops.run.callBoxed(&stack);
-  } catch (...) {
-    ops.set_pool_guard(was);
-    throw;
-  }
-  ops.set_pool_guard(was);
+  ops.run.callBoxed(&stack);
   return stack[0].toTensor();
 }
 

@@ -83,15 +83,15 @@ Trace::Trace(Clock::time_point origin, size_t max_spans)
   // The unix time of `origin`: the system clock read between two steady-clock reads, the
   // tightest bracket of a few tries, so a preemption between two reads does not shift the origin
   // (traces of several processes are merged on it).
-  double widest = std::numeric_limits<double>::infinity();
+  double tightest = std::numeric_limits<double>::infinity();
   for (int attempt = 0; attempt < 5; ++attempt) {
     const auto before = Clock::now();
     const auto now_unix = std::chrono::system_clock::now().time_since_epoch();
     const auto after = Clock::now();
-    if (micros(after - before) >= widest) continue;
-    widest = micros(after - before);
+    if (micros(after - before) >= tightest) continue;
+    tightest = micros(after - before);
     origin_unix_us_ = std::chrono::duration<double, std::micro>(now_unix).count() -
-                      micros(before - origin) - widest / 2;
+                      micros(before - origin) - tightest / 2;
   }
 }
 
