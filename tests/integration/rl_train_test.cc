@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
+#include <tuple>
 
 #include "run_binary.h"
 
@@ -323,6 +324,67 @@ TEST_F(RlTrain, PipelineStagesGiveTheSameParametersAsOne) {
   EXPECT_EQ(alone.exit_code, 2) << alone.output;
   EXPECT_NE(alone.output.find("needs its ranks: run under streamrl launch"), std::string::npos)
       << alone.output;
+}
+
+// Expert parallelism (parallel.ep = 2, an MoE policy): each rank trains half of every layer's
+// experts and trades tokens with the other; the generators and the saved model use the whole model,
+// gathered on every rank after each step. In every mode the weights end where one process's do,
+// also for two replicas of two expert ranks where one rank has no prompt of its own (3 prompts, 4
+// ranks: it runs idle micro-batches so that its peer's all-to-alls have a partner).
+TEST_F(RlTrain, ExpertParallelRanksGiveTheSameParametersAsOne) {
+  const std::string moe_config = std::string(STREAMRL_TEST_DATA_DIR) + "/tiny_moe.json";
+  auto sft = run_streamrl({"sft", "--config", testing_util::write_tiny_sft_config(dir_),
+                           "run.name=sft_moe", "model.config=" + moe_config});
+  ASSERT_EQ(sft.exit_code, 0) << sft.output;
+  const std::string moe = "policy.init_from=" + dir_ + "/runs/sft_moe/final";
+  auto one = run_streamrl(exact_update({}, "ep_one", {"mode=disagg", moe}));
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  const fs::path runs = fs::path(dir_) / "runs";
+  EXPECT_GT(max_abs_difference(runs / "sft_moe/final/model.safetensors",
+                               runs / "ep_one/final/model.safetensors"),
+            1e-4);
+  const std::vector<std::string> launch2 = {"launch", "--nproc", "2", "--timeout", "240", "--"};
+  const std::vector<std::string> launch4 = {"launch", "--nproc", "4", "--timeout", "240", "--"};
+  const std::vector<std::tuple<std::vector<std::string>, std::string, std::string>> runs_of = {
+      {launch2, "disagg", "ep2_disagg"},
+      {launch2, "colocate", "ep2_colocate"},
+      {launch4, "stream", "dp2_ep2_stream"}};
+  for (const auto& [launch, mode, name] : runs_of) {
+    auto r = run_streamrl(
+        exact_update(launch, name, {"mode=" + mode, moe, "parallel.ep=2", "checkpoint.every=0"}));
+    ASSERT_EQ(r.exit_code, 0) << name << ": " << r.output;
+    EXPECT_LT(max_abs_difference(runs / "ep_one/final/model.safetensors",
+                                 runs / name / "final/model.safetensors"),
+              1e-5)
+        << name;
+  }
+  // Checkpoints hold the whole model and one optimizer file per expert rank: a run resumed from
+  // the first iteration's ends where the uninterrupted one did; another parallel.ep is refused.
+  auto full = run_streamrl(exact_update(
+      launch2, "ep2_ck", {moe, "parallel.ep=2", "checkpoint.every=1", "checkpoint.keep=4"}));
+  ASSERT_EQ(full.exit_code, 0) << full.output;
+  for (const char* f : {"optimizer_ep0.pt", "optimizer_ep1.pt", "model.safetensors"}) {
+    EXPECT_TRUE(fs::exists(runs / "ep2_ck/checkpoints/step_1" / f)) << f;
+  }
+  fs::create_directories(runs / "ep2_resumed/checkpoints");
+  fs::copy(runs / "ep2_ck/checkpoints/step_1", runs / "ep2_resumed/checkpoints/step_1",
+           fs::copy_options::recursive);
+  auto resumed = run_streamrl(exact_update(
+      launch2, "ep2_resumed", {moe, "parallel.ep=2", "checkpoint.every=1", "run.resume=true"}));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_LT(max_abs_difference(runs / "ep2_ck/final/model.safetensors",
+                               runs / "ep2_resumed/final/model.safetensors"),
+            1e-6);
+  auto other_ep =
+      run_streamrl(exact_update(launch2, "ep2_ck", {moe, "run.resume=true", "checkpoint.every=1"}));
+  EXPECT_NE(other_ep.exit_code, 0);
+  EXPECT_NE(other_ep.output.find("was written with parallel.ep = 2"), std::string::npos)
+      << other_ep.output;
+  // A dense policy has no experts to split.
+  auto dense =
+      run_streamrl(exact_update(launch2, "ep_dense", {"parallel.ep=2", "checkpoint.every=0"}));
+  EXPECT_NE(dense.exit_code, 0);
+  EXPECT_NE(dense.output.find("needs an MoE policy"), std::string::npos) << dense.output;
 }
 
 // train.mini_batches: several optimizer steps per iteration, each as its groups complete. With two

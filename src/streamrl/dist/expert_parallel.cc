@@ -1,5 +1,6 @@
 #include "streamrl/dist/expert_parallel.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <sstream>
 #include <string>
@@ -164,6 +165,15 @@ void ExpertDataParallel::all_reduce_gradients(
 
 void ExpertDataParallel::gather_model(torch::nn::Module& sharded, torch::nn::Module* whole) {
   if (layout_.dp_rank() != 0) return;
+  gather_experts(sharded, whole, /*everywhere=*/false);
+}
+
+void ExpertDataParallel::all_gather_model(torch::nn::Module& sharded, torch::nn::Module& whole) {
+  gather_experts(sharded, &whole, /*everywhere=*/true);
+}
+
+void ExpertDataParallel::gather_experts(torch::nn::Module& sharded, torch::nn::Module* whole,
+                                        bool everywhere) {
   torch::NoGradGuard no_grad;
   ProcessGroup& group = experts_->group();
   // Each rank's expert parameters by name, in its own order; its tensors follow, tagged by index.
@@ -175,30 +185,42 @@ void ExpertDataParallel::gather_model(torch::nn::Module& sharded, torch::nn::Mod
     mine.push_back(p.value());
   }
   const std::vector<std::string> all = group.all_gather_bytes(names);
-  if (group.rank() != 0) {
-    for (size_t i = 0; i < mine.size(); ++i) group.send(mine[i], 0, static_cast<int>(i));
-    group.wait_sends();
-    return;
+  const bool receives = everywhere || group.rank() == 0;
+  for (int r = 0; r < group.world_size(); ++r) {
+    if (r == group.rank() || !(everywhere || r == 0)) continue;
+    for (size_t i = 0; i < mine.size(); ++i) group.send(mine[i], r, static_cast<int>(i));
   }
-  auto full = whole->named_parameters();
-  for (const auto& p : sharded.named_parameters()) {
-    Tensor* t = full.find(p.key());
-    if (t == nullptr) throw RuntimeFailure("gather_model: the whole model has no " + p.key());
-    t->copy_(p.value());
-  }
-  for (int r = 1; r < group.world_size(); ++r) {
-    std::istringstream in(all[static_cast<size_t>(r)]);
-    int tag = 0;
-    for (std::string name; std::getline(in, name); ++tag) {
-      Tensor* t = full.find(name);
-      if (t == nullptr) throw RuntimeFailure("gather_model: the whole model has no " + name);
-      t->copy_(group.recv(t->sizes(), t->options(), r, tag));
+  if (receives) {
+    auto full = whole->named_parameters();
+    for (const auto& p : sharded.named_parameters()) {
+      Tensor* t = full.find(p.key());
+      if (t == nullptr) throw RuntimeFailure("gather_model: the whole model has no " + p.key());
+      t->copy_(p.value());
+    }
+    for (int r = 0; r < group.world_size(); ++r) {
+      if (r == group.rank()) continue;
+      std::istringstream in(all[static_cast<size_t>(r)]);
+      int tag = 0;
+      for (std::string name; std::getline(in, name); ++tag) {
+        Tensor* t = full.find(name);
+        if (t == nullptr) throw RuntimeFailure("gather_model: the whole model has no " + name);
+        t->copy_(group.recv(t->sizes(), t->options(), r, tag));
+      }
     }
   }
+  group.wait_sends();
 }
 
 double ExpertDataParallel::sum_over_expert_group(double value) {
   return experts_->group().all_reduce_sum(std::vector<double>{value})[0];
+}
+
+int64_t ExpertDataParallel::max_over_expert_group(int64_t value) {
+  ProcessGroup& group = experts_->group();
+  std::vector<double> all(static_cast<size_t>(group.world_size()), 0.0);
+  all[static_cast<size_t>(group.rank())] = static_cast<double>(value);
+  all = group.all_reduce_sum(all);
+  return static_cast<int64_t>(*std::max_element(all.begin(), all.end()));
 }
 
 std::unique_ptr<BackwardComm> ExpertDataParallel::backward_comm(

@@ -75,8 +75,13 @@ class ExpertDataParallel {
   // replica 0 that holds it, as a full state dict is gathered on rank 0 to save. Every rank calls
   // it (`whole` is used on rank 0 only); the other replicas return at once.
   void gather_model(torch::nn::Module& sharded, torch::nn::Module* whole);
+  // The same into every rank's `whole`, each replica within its own expert group (the replicas'
+  // experts are equal after a step): an RL run's generators and evaluation need the whole model.
+  void all_gather_model(torch::nn::Module& sharded, torch::nn::Module& whole);
   // `value` summed over the expert group (e.g. the squared norm of its experts' gradients).
   double sum_over_expert_group(double value);
+  // The largest `value` in the expert group (e.g. micro-batches: each one is a collective).
+  int64_t max_over_expert_group(int64_t value);
   // A BackwardComm over the world for the shared parameters of `parameters`, reported to by this
   // group's exchanges for as long as it lives.
   std::unique_ptr<BackwardComm> backward_comm(
@@ -84,6 +89,8 @@ class ExpertDataParallel {
       const ep::SchedulerOptions& options, std::chrono::milliseconds timeout);
 
  private:
+  void gather_experts(torch::nn::Module& sharded, torch::nn::Module* whole, bool everywhere);
+
   ProcessGroup& world_;
   ParallelLayout layout_;
   std::shared_ptr<ExpertParallelGroup> experts_;

@@ -11,7 +11,7 @@
 
 namespace streamrl::rl {
 
-void PipelineConfig::read(const core::Config& parallel) {
+void ParallelConfig::read(const core::Config& parallel) {
   parallel.get("pp", pp);
   parallel.get("pp_chunks", chunks);
   parallel.get("pp_schedule", schedule);
@@ -23,6 +23,13 @@ void PipelineConfig::read(const core::Config& parallel) {
     throw InputError("parallel.pp_schedule must be dynamic or 1f1b, got '" + schedule + "'");
   }
   if (micro_batches < 0) throw InputError("parallel.pp_micro_batches must be >= 0");
+  parallel.get("ep", ep);
+  parallel.get("ep_chunks", ep_chunks);
+  if (ep < 1) throw InputError("parallel.ep must be >= 1");
+  if (ep_chunks < 1) throw InputError("parallel.ep_chunks must be >= 1");
+  if (ep > 1 && pp > 1) {
+    throw InputError("parallel.ep and parallel.pp cannot be combined (MoE models use ep)");
+  }
 }
 
 planner::PipelineProfile flops_profile(const model::ModelConfig& c) {
@@ -47,7 +54,7 @@ std::vector<double> layer_costs(const planner::PipelineProfile& p) {
 }  // namespace
 
 PipelineTrainer::PipelineTrainer(model::CausalLM& model, dist::ProcessGroup& world,
-                                 const PipelineConfig& config, int64_t micro_batch_tokens,
+                                 const ParallelConfig& config, int64_t micro_batch_tokens,
                                  planner::PipelineProfile profile)
     : world_(world),
       config_(config),

@@ -19,11 +19,18 @@
 
 namespace streamrl::rl {
 
-struct PipelineConfig {
+// The `parallel` section of `sft` and `train`: how the ranks of `streamrl launch` split the model.
+struct ParallelConfig {
   int pp = 1;                        // parallel.pp: stages per replica (launch --nproc = dp * pp)
   int chunks = 1;                    // parallel.pp_chunks: model chunks per stage (interleaved)
   std::string schedule = "dynamic";  // parallel.pp_schedule: "dynamic" or "1f1b" (static)
   int micro_batches = 0;             // parallel.pp_micro_batches: the static count (0: 2 * pp)
+  // parallel.ep (MoE models, pp = 1): expert parallelism; each group of ep ranks splits every MoE
+  // layer's experts and trades tokens by all-to-all (dist/expert_parallel.h).
+  int ep = 1;
+  // parallel.ep_chunks: token chunks every dispatch and combine is cut into, so the experts start
+  // on the first chunk while the others are in flight (Lina's pipelining; 1: one exchange).
+  int ep_chunks = 1;
 
   // Reads the `parallel` section. InputError for bad values.
   void read(const core::Config& parallel);
@@ -46,7 +53,7 @@ class PipelineTrainer {
  public:
   // `micro_batch_tokens` is the dynamic split's target per sub-micro-batch. Throws as
   // dist::PipelineStage does.
-  PipelineTrainer(model::CausalLM& model, dist::ProcessGroup& world, const PipelineConfig& config,
+  PipelineTrainer(model::CausalLM& model, dist::ProcessGroup& world, const ParallelConfig& config,
                   int64_t micro_batch_tokens, planner::PipelineProfile profile);
 
   const dist::PipelineLayout& layout() const { return stage_.layout(); }
@@ -68,7 +75,7 @@ class PipelineTrainer {
 
  private:
   dist::ProcessGroup& world_;
-  PipelineConfig config_;
+  ParallelConfig config_;
   int64_t micro_batch_tokens_;
   planner::PipelineProfile profile_;
   pipeline::Partition partition_;

@@ -104,6 +104,12 @@ void PolicyStep::set_pipeline(PipelineTrainer* pipeline, dist::ProcessGroup* wor
   group_ = world;
 }
 
+void PolicyStep::set_expert_parallel(dist::ExpertDataParallel* experts, model::CausalLM whole) {
+  if (experts && pipeline_) throw InputError("parallel.ep and parallel.pp cannot be combined");
+  experts_ = experts;
+  whole_ = std::move(whole);
+}
+
 void PolicyStep::add(std::vector<ScoredSample> samples, bool eager) {
   for (auto& s : samples) {
     if (skip_zero_advantage_ && s.advantage == 0.0) {
@@ -117,8 +123,9 @@ void PolicyStep::add(std::vector<ScoredSample> samples, bool eager) {
   }
   // Waiting for a larger pool to pack from pads less but leaves more work after the last
   // sample: with 4 micro-batches' worth, stream training was 11% less busy and 10% slower.
-  // A pipeline trains once per step, on what all of its stages gathered.
-  if (eager && !pipeline_ && buffered_tokens_ >= config_.micro_batch_tokens) {
+  // A pipeline trains once per step, on what all of its stages gathered; expert ranks train
+  // once per step too, as many micro-batches each.
+  if (eager && !pipeline_ && !experts_ && buffered_tokens_ >= config_.micro_batch_tokens) {
     run_buffered(/*full_only=*/true);
   }
 }
@@ -128,18 +135,24 @@ void PolicyStep::flush() {
 }
 
 void PolicyStep::run_buffered(bool full_only) {
-  if (buffer_.empty()) return;
+  if (buffer_.empty() && !experts_) return;
   std::vector<int64_t> lengths;
   for (const auto& s : buffer_) lengths.push_back(total_tokens(s));
   // While more samples are coming, partly filled or mostly padded packs wait for them.
-  core::EagerPacks packs =
-      core::pack_eager(lengths, config_.micro_batch_tokens, /*more_coming=*/full_only);
+  core::EagerPacks packs;
+  if (!buffer_.empty()) {
+    packs = core::pack_eager(lengths, config_.micro_batch_tokens, /*more_coming=*/full_only);
+  }
   if (config_.moe_curriculum) order_by_curriculum(&packs.run);
+  const int64_t mine = static_cast<int64_t>(packs.run.size());
+  // Agreed before any micro-batch runs: every one of them holds all-to-alls.
+  const int64_t most = experts_ ? experts_->max_over_expert_group(mine) : mine;
   for (const auto& idx : packs.run) {
     std::vector<const ScoredSample*> rows;
     for (size_t i : idx) rows.push_back(&buffer_[i]);
     run_micro_batch(rows);
   }
+  for (int64_t i = mine; i < most; ++i) run_idle_micro_batch();
   std::vector<ScoredSample> rest;
   buffered_tokens_ = 0;
   for (size_t i : packs.keep) {
@@ -242,11 +255,31 @@ torch::Tensor PolicyStep::loss_of(Prepared& p, const model::ScoreOutput& out) {
 }
 
 void PolicyStep::run_micro_batch(const std::vector<const ScoredSample*>& rows) {
-  const auto t0 = Clock::now();
-  const double cpu0 = core::thread_cpu_seconds();
   telemetry::ScopedSpan span(trace_, trace_track_, "micro-batch");
   span.args() = {{"samples", rows.size()}};
   Prepared p = prepare(rows);
+  run_prepared(p);
+}
+
+void PolicyStep::run_idle_micro_batch() {
+  telemetry::ScopedSpan span(trace_, trace_track_, "idle micro-batch");
+  ScoredSample idle;  // two tokens, masked out: the loss stays a function of the outputs
+  idle.sample.prompt_ids = {0};
+  idle.sample.output_ids = {0};
+  idle.sample.logprobs = {0.0f};
+  idle.ref_logprobs = {0.0f};
+  Prepared p = prepare({&idle});
+  p.in.mask.zero_();
+  p.seq.num_completion_tokens = 0;
+  p.rows = 0;
+  p.sequences = 0;
+  run_prepared(p);
+  result_.micro_batches -= 1;
+}
+
+void PolicyStep::run_prepared(Prepared& p) {
+  const auto t0 = Clock::now();
+  const double cpu0 = core::thread_cpu_seconds();
   if (!p.routing.empty()) {
     p.opt.replay_routing = &p.routing;
     p.opt.replay_apply = moe_.routing_replay;
@@ -308,7 +341,11 @@ UpdateResult PolicyStep::finish(double lr, double grad_clip) {
   const auto t0 = Clock::now();
   const double cpu0 = core::thread_cpu_seconds();
   if (group_ && group_->world_size() > 1) {
-    if (!pipeline_) dist::all_reduce_gradients(*group_, model_->parameters());
+    if (experts_) {
+      experts_->all_reduce_gradients(model_->named_parameters());
+    } else if (!pipeline_) {
+      dist::all_reduce_gradients(*group_, model_->parameters());
+    }
     PolicyLossMetrics& m = result_.metrics;
     double tokens = static_cast<double>(result_.tokens);
     std::vector<double*> sums = {&tokens,        &sequences_,       &m.loss,
@@ -357,12 +394,16 @@ UpdateResult PolicyStep::finish(double lr, double grad_clip) {
     return result_;
   }
   set_lr(optimizer_, lr);
-  result_.grad_norm = clip_grad_norm(*model_, grad_clip);
+  result_.grad_norm =
+      experts_ ? clip_grad_norm(*model_, grad_clip,
+                                [this](double sq) { return experts_->sum_over_expert_group(sq); })
+               : clip_grad_norm(*model_, grad_clip);
   if (!std::isfinite(result_.grad_norm)) {
     clear_grads(optimizer_);
     throw RuntimeFailure("gradient norm is not finite (" + std::to_string(result_.grad_norm) + ")");
   }
   optimizer_.step();
+  if (experts_) experts_->all_gather_model(*model_, *whole_);
   result_.seconds += core::seconds_since(t0);
   result_.cpu_seconds += core::thread_cpu_seconds() - cpu0;
   return result_;

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "streamrl/dist/expert_parallel.h"
 #include "streamrl/dist/process_group.h"
 #include "streamrl/engine/sample.h"
 #include "streamrl/model/sparse_training.h"
@@ -100,6 +101,14 @@ class PolicyStep : public TrainerStep {
   // UpdateConfig::recompute_old_logprobs.
   void set_pipeline(PipelineTrainer* pipeline, dist::ProcessGroup* world);
 
+  // Expert parallelism (parallel.ep): `model` holds this rank's slice of the experts, so each
+  // forward trades tokens with the other ranks of its expert group. Samples are buffered until
+  // finish(), where every rank of the group runs as many micro-batches (idle ones, of no sample,
+  // where it has fewer), expert gradients are summed over their replica group, and after the
+  // step the experts are gathered into `whole` on every rank: the model generators and evaluation
+  // run. Both must outlive this object.
+  void set_expert_parallel(dist::ExpertDataParallel* experts, model::CausalLM whole);
+
   // MoE policies: the router losses model.moe asks for join the loss, weighted like its terms.
   void set_moe(const model::MoeOptions& moe) { moe_ = moe; }
 
@@ -119,6 +128,10 @@ class PolicyStep : public TrainerStep {
   // The micro-batch's unnormalised loss from its scores; counts its tokens and metrics.
   torch::Tensor loss_of(Prepared& p, const model::ScoreOutput& out);
   void run_micro_batch(const std::vector<const ScoredSample*>& rows);
+  void run_prepared(Prepared& p);
+  // Expert parallelism: a micro-batch that moves tokens through the exchanges (as the group's
+  // other ranks expect) but adds nothing to the loss, the gradients or the counts.
+  void run_idle_micro_batch();
   void run_pipelined();
   void run_buffered(bool full_only);  // full_only: keep a partly filled last micro-batch
   // Reorders micro-batches (indices into buffer_) by UpdateConfig::moe_curriculum's rule.
@@ -138,6 +151,8 @@ class PolicyStep : public TrainerStep {
   int trace_track_ = 0;
   dist::ProcessGroup* group_ = nullptr;
   PipelineTrainer* pipeline_ = nullptr;
+  dist::ExpertDataParallel* experts_ = nullptr;
+  model::CausalLM whole_{nullptr};
   model::SparseAttentionTrainer* sparse_ = nullptr;
 };
 

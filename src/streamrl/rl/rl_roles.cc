@@ -23,6 +23,38 @@ std::vector<std::string> urls_of_rank(const std::vector<std::string>& urls, int 
   return mine;
 }
 
+namespace {
+
+// Expert parallelism: `whole` becomes a copy of the policy, the policy keeps this rank's experts,
+// and the optimizer is rebuilt over what it keeps.
+void split_experts(const RlRunConfig& c, const RunOptions& run, RlRoles* r) {
+  const std::string ep = "parallel.ep = " + std::to_string(c.parallel.ep);
+  if (!r->policy->config().is_moe()) {
+    throw InputError(ep + " needs an MoE policy; " + c.init_from + " is dense");
+  }
+  if (!r->group) {
+    throw InputError(ep +
+                     " needs its ranks: run under streamrl launch --nproc N, N a multiple of ep");
+  }
+  if (c.sparse.enabled) {
+    throw InputError("model.sparse_attention cannot be combined with parallel.ep");
+  }
+  r->experts = std::make_unique<dist::ExpertDataParallel>(*r->group, c.parallel.ep);
+  r->experts->experts()->set_chunks(c.parallel.ep_chunks);
+  r->whole = model::load_model(c.init_from);
+  r->whole->set_gating(c.moe.gating);
+  place_trained_model(r->whole, run, c.dtype);
+  {
+    torch::NoGradGuard no_grad;
+    auto whole = r->whole->named_parameters();
+    for (const auto& p : r->policy->named_parameters()) whole[p.key()].copy_(p.value());
+  }
+  model::shard_experts(*r->policy, r->experts->experts());
+  r->optimizer = make_adamw(*r->policy, c.optim);
+}
+
+}  // namespace
+
 RlRoles RlRoles::set_up(const RlRunConfig& c) {
   RlRoles r;
   const bool dedicated = core::traits(c.mode).dedicated_generator;
@@ -62,10 +94,19 @@ RlRoles RlRoles::set_up(const RlRunConfig& c) {
   const auto run_dir = c.run.dir();
   nlohmann::json resumed = {{"step", 0}};
   std::string sparse_optimizer;  // DSV's predictors' Adam state (one process: no broadcast)
+  // Expert parallelism: the checkpoint's optimizer state of each expert rank (rank 0), then this
+  // rank's, loaded once its optimizer holds its experts only.
+  std::vector<std::string> ep_states;
+  std::string ep_state;
+  const int ep = c.parallel.ep;
   if (r.lead && c.run.resume) {
-    if (auto ck = resume_training_checkpoint(run_dir, r.policy, *r.optimizer)) {
+    check_checkpoint_parallelism(run_dir, ep);
+    auto ck = ep > 1 ? resume_training_checkpoint(run_dir, r.policy, ep_optimizer_files(ep))
+                     : resume_training_checkpoint(run_dir, r.policy, *r.optimizer);
+    if (ck) {
       resumed = ck->state;
       sparse_optimizer = std::move(ck->sparse_optimizer);
+      ep_states = std::move(ck->optimizer_states);
       SLOG(kInfo) << "resuming " << run_dir.string() << " from iteration "
                   << resumed.at("step").get<int64_t>();
     }
@@ -78,11 +119,22 @@ RlRoles RlRoles::set_up(const RlRunConfig& c) {
     std::vector<torch::Tensor> params = r.policy->parameters();
     r.group->broadcast_from_rank0(params);
     resumed = nlohmann::json::parse(r.group->broadcast_bytes_from_rank0(resumed.dump()));
-    if (resumed.at("step").get<int64_t>() > 0) {
+    if (resumed.at("step").get<int64_t>() > 0 && ep > 1) {
+      for (int e = 0; e < ep; ++e) {  // expert rank e's state, to the ranks holding e's experts
+        std::string bytes = r.group->broadcast_bytes_from_rank0(
+            r.lead ? ep_states.at(static_cast<size_t>(e)) : std::string());
+        if (r.rank % ep == e) ep_state = std::move(bytes);
+      }
+    } else if (resumed.at("step").get<int64_t>() > 0) {
       const std::string state =
           r.group->broadcast_bytes_from_rank0(r.lead ? optimizer_bytes(*r.optimizer) : "");
       if (!r.lead) load_optimizer_bytes(*r.optimizer, state);
     }
+  }
+  r.whole = r.policy;
+  if (ep > 1) {
+    split_experts(c, run, &r);
+    if (!ep_state.empty()) load_optimizer_bytes(*r.optimizer, ep_state);
   }
   // DSV after the resume, which may have brought back the predictors. Without it the reference
   // scores dense too.
@@ -100,21 +152,21 @@ std::unique_ptr<RolloutGenerator> RlRoles::make_generator(const RlRunConfig& c,
                                                           telemetry::Trace* trace) {
   // With sgs.urls, `streamrl serve` processes generate and weights travel over HTTP.
   if (!c.sgs_urls.empty()) {
-    return RolloutGenerator::remote(sgs_urls, c.sgs_remote, policy, start_iteration);
+    return RolloutGenerator::remote(sgs_urls, c.sgs_remote, whole, start_iteration);
   }
   engine::EngineConfig ec;
   ec.max_batch_size = c.max_batch_size;
-  ec.max_seq_len = static_cast<int>(policy->config().max_position_embeddings);
+  ec.max_seq_len = static_cast<int>(whole->config().max_position_embeddings);
   ec.trace = trace;
   ec.trace_track = generator_track(rank);
-  ec.record_routing = policy->config().is_moe();  // for routing replay and its mismatch metric
+  ec.record_routing = whole->config().is_moe();  // for routing replay and its mismatch metric
   // Colocated, the engine runs the trainer's module itself (no weight transfer); otherwise a
   // private copy on its own threads and cores.
   sgs::SgsConfig sgs = c.sgs;
   if (sgs.devices.empty()) sgs.devices = {device};
   return core::traits(c.mode).dedicated_generator
-             ? RolloutGenerator::dedicated(policy, ec, sgs, start_iteration)
-             : RolloutGenerator::colocated(policy, ec, start_iteration);
+             ? RolloutGenerator::dedicated(whole, ec, sgs, start_iteration)
+             : RolloutGenerator::colocated(whole, ec, start_iteration);
 }
 
 }  // namespace streamrl::rl

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "streamrl/dist/expert_parallel.h"
 #include "streamrl/dist/process_group.h"
 #include "streamrl/model/sparse_training.h"
 #include "streamrl/model/transformer.h"
@@ -39,7 +40,13 @@ struct RlRoles {
   const tasks::Task* task = nullptr;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer;
   std::optional<PromptEncoder> prompts;
+  // The module the trainer updates. Under expert parallelism (parallel.ep) it holds this rank's
+  // slice of the experts; `whole` is then the same model unsharded, gathered on every rank after
+  // each step, which the generators, the evaluation and the saved checkpoint use. Otherwise
+  // `whole` is `policy`.
   model::CausalLM policy{nullptr};
+  model::CausalLM whole{nullptr};
+  std::unique_ptr<dist::ExpertDataParallel> experts;
   std::optional<model::CausalLM> reference;  // only when the loss or reward has a KL term
   std::unique_ptr<torch::optim::Optimizer> optimizer;
   // DSV's predictors and head switches beside the policy's updates (model.sparse_attention).
@@ -53,7 +60,7 @@ struct RlRoles {
   static RlRoles set_up(const RlRunConfig& c);
 
   // The generator the mode asks for: `streamrl serve` processes (sgs.urls), an SGS pool on its own
-  // cores, or an engine sharing the policy's module. Its spans go to `trace` on this rank's tracks.
+  // cores, or an engine sharing `whole`'s module. Its spans go to `trace` on this rank's tracks.
   std::unique_ptr<RolloutGenerator> make_generator(const RlRunConfig& c, telemetry::Trace* trace);
 };
 

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <optional>
 
 #include "streamrl/core/clock.h"
@@ -69,10 +70,25 @@ struct RunOutputs {
   }
 };
 
-void save_checkpoint(const RlRunConfig& c, RlRoles& roles, int64_t step,
-                     const nlohmann::json& state) {
-  save_training_checkpoint(c.run.dir(), step, roles.policy, roles.tokenizer->to_json(),
-                           *roles.optimizer, state, c.checkpoint.keep, roles.sparse.get());
+// Rank 0 writes the checkpoint. Under expert parallelism every rank calls this: the ranks of the
+// first replica (whose states the other replicas equal) gather their optimizer states for rank 0
+// to write one file per expert rank beside the whole model.
+void save_checkpoint(const RlRunConfig& c, RlRoles& roles, int64_t step, nlohmann::json state) {
+  if (!roles.experts) {
+    save_training_checkpoint(c.run.dir(), step, roles.policy, roles.tokenizer->to_json(),
+                             *roles.optimizer, state, c.checkpoint.keep, roles.sparse.get());
+    return;
+  }
+  if (roles.experts->layout().dp_rank() != 0) return;
+  const std::vector<std::string> states =
+      roles.experts->experts()->group().all_gather_bytes(optimizer_bytes(*roles.optimizer));
+  if (!roles.lead) return;
+  const std::vector<std::string> names = ep_optimizer_files(c.parallel.ep);
+  std::map<std::string, std::string> files;
+  for (size_t e = 0; e < names.size(); ++e) files[names[e]] = states[e];
+  state["parallel_ep"] = c.parallel.ep;
+  save_training_checkpoint(c.run.dir(), step, roles.whole, roles.tokenizer->to_json(), files, state,
+                           c.checkpoint.keep);
 }
 
 }  // namespace
@@ -91,7 +107,7 @@ nlohmann::json run_rl(const RlRunConfig& c, const std::string& resolved_config_y
     telemetry::ScopedSpan span(out.trace, trainer_track(roles.rank), "held-out eval");
     EvalConfig ec = c.eval;
     if (!sampled) ec.samples = 0;
-    return evaluate(roles.policy, *roles.prompts, *roles.task, ec);
+    return evaluate(roles.whole, *roles.prompts, *roles.task, ec);
   };
   nlohmann::json before;
   CollapseWatch collapse;  // over this process's iterations (a resumed run starts afresh)
@@ -118,15 +134,22 @@ nlohmann::json run_rl(const RlRunConfig& c, const std::string& resolved_config_y
     step->set_trace(out.trace, trainer_track(roles.rank));
     step->set_process_group(roles.group.get());
     if (pipe) step->set_pipeline(pipe.get(), roles.group.get());
+    if (roles.experts) step->set_expert_parallel(roles.experts.get(), roles.whole);
     step->set_moe(c.moe);
     step->set_sparse_attention(roles.sparse.get());
     return step;
   };
-  RlLoop loop(c, *roles.task, *roles.prompts, roles.policy, roles.reference, new_step, out.trace,
+  RlLoop loop(c, *roles.task, *roles.prompts, roles.whole, roles.reference, new_step, out.trace,
               roles.group.get());
   loop.restore_curriculum(roles.curriculum_state);
   loop.start(roles.make_generator(c, out.trace), start_iter);
 
+  auto checkpoint_state = [&](int64_t step) {
+    nlohmann::json state = {{"step", step}, {"kind", "rl"}};
+    if (c.data.curriculum.enabled) state["curriculum"] = loop.curriculum_state();
+    if (roles.sparse) state["sparse_attention"] = roles.sparse->state();
+    return state;
+  };
   telemetry::Progress progress("rl " + c.run.name, c.iterations);
   for (int64_t it = start_iter; it < c.iterations; ++it) {
     const auto iter_start = Clock::now();
@@ -139,14 +162,17 @@ nlohmann::json run_rl(const RlRunConfig& c, const std::string& resolved_config_y
     if (roles.group && (checkpoint_now || done == c.iterations)) {
       // Inside the iteration's time and collectives: a link that drops during this check stalls
       // the run here, and the metrics must say so.
-      dist::check_same_on_every_rank(*roles.group, roles.policy->parameters(),
+      dist::check_same_on_every_rank(*roles.group, roles.whole->parameters(),
                                      "policy weights after iteration " + std::to_string(done));
     }
     const SampleTotals totals = sample_totals(st, roles.group.get());  // also a collective
     if (roles.group) st.collectives_s = roles.group->collective_seconds() - collectives_before;
     const double iter_s = core::seconds_since(iter_start);
     IterationRecord r = iteration_record(c, it, st, totals, up, loop, iter_s, roles.group.get());
-    if (!roles.lead) continue;
+    if (!roles.lead) {
+      if (checkpoint_now && roles.experts) save_checkpoint(c, roles, done, checkpoint_state(done));
+      continue;
+    }
     collapse.observe_iteration(r.reward_mean, r.mean_length);
     if (c.eval_every > 0 && done % c.eval_every == 0 && done < c.iterations && c.eval.n > 0) {
       const EvalResult e = evaluate_now(false);
@@ -167,26 +193,22 @@ nlohmann::json run_rl(const RlRunConfig& c, const std::string& resolved_config_y
                   r.mean_length, up.metrics.kl_mean(), iter_s);
     progress.update(done, status);
     if (checkpoint_now) {
-      nlohmann::json state = {{"step", done}, {"kind", "rl"}};
-      if (c.data.curriculum.enabled) state["curriculum"] = loop.curriculum_state();
-      if (roles.sparse) state["sparse_attention"] = roles.sparse->state();
-      save_checkpoint(c, roles, done, state);
+      save_checkpoint(c, roles, done, checkpoint_state(done));
       if (out.trace) out.trace->flush(out.trace_file);
     }
   }
   progress.finish();
   out.merge_rank_traces(roles);
   if (!roles.lead) {
+    if (roles.experts) save_checkpoint(c, roles, c.iterations, checkpoint_state(c.iterations));
     return {{"rank", roles.rank},
             {"iterations", c.iterations},
             {"minutes", core::seconds_since(run_start) / 60.0}};
   }
 
   // The final checkpoint and held-out evaluation.
-  nlohmann::json final_state = {{"step", c.iterations}, {"kind", "rl"}};
-  if (roles.sparse) final_state["sparse_attention"] = roles.sparse->state();
-  save_checkpoint(c, roles, c.iterations, final_state);
-  model::save_checkpoint(run_dir / "final", roles.policy, roles.tokenizer->to_json(),
+  save_checkpoint(c, roles, c.iterations, checkpoint_state(c.iterations));
+  model::save_checkpoint(run_dir / "final", roles.whole, roles.tokenizer->to_json(),
                          model::checkpoint_side_files(c.init_from));
   nlohmann::json result = {{"run_dir", run_dir.string()},
                            {"mode", core::mode_name(c.mode)},

@@ -82,9 +82,10 @@ struct RlRunConfig {
   int eval_every = 10;
   EvalConfig eval;
   CheckpointOptions checkpoint;
-  // parallel: pipeline stages of the trainer; under `streamrl launch --nproc N` the N ranks
-  // generate as N data-parallel ranks and train as N / pp replicas of pp stages.
-  PipelineConfig parallel;
+  // parallel: pipeline stages or expert ranks of the trainer; under `streamrl launch --nproc N`
+  // the N ranks generate as N data-parallel ranks and train as N / pp replicas of pp stages, or
+  // N / ep replicas of ep expert ranks (each generator then holds the whole model).
+  ParallelConfig parallel;
 
   // Reads all sections; unknown keys and bad values are InputErrors.
   static RlRunConfig from_config(const core::Config& config);

@@ -56,8 +56,6 @@ SftConfig SftConfig::from_config(const core::Config& root) {
   c.checkpoint.read(root.section("checkpoint"));
   c.parallel.read(root.section("parallel"));
   root.section("parallel").get("timeout_s", c.parallel_timeout_s);
-  root.section("parallel").get("ep", c.parallel_ep);
-  root.section("parallel").get("ep_chunks", c.parallel_ep_chunks);
   root.section("parallel").get("eval_timeout_s", c.parallel_eval_timeout_s);
   root.check_all_used();
   if (c.steps < 1) throw InputError("train.steps must be >= 1");
@@ -66,16 +64,11 @@ SftConfig SftConfig::from_config(const core::Config& root) {
   if (c.epoch_size < 0) throw InputError("train.epoch_size must be >= 0");
   if (c.eval_loss_n < 0) throw InputError("eval.loss_n must be >= 0");
   if (!(c.parallel_timeout_s > 0)) throw InputError("parallel.timeout_s must be > 0");
-  if (c.parallel_ep < 1) throw InputError("parallel.ep must be >= 1");
-  if (c.parallel_ep_chunks < 1) throw InputError("parallel.ep_chunks must be >= 1");
   if (!(c.parallel_eval_timeout_s > 0)) throw InputError("parallel.eval_timeout_s must be > 0");
-  if (c.parallel_ep > 1 && c.parallel.pp > 1) {
-    throw InputError("parallel.ep and parallel.pp cannot be combined (MoE models use ep)");
-  }
   if (c.moe_curriculum && c.epoch_size == 0) {
     throw InputError("train.moe_curriculum needs epochs: set train.epoch_size > 0");
   }
-  if (c.sparse.enabled && (c.parallel.pp > 1 || c.parallel_ep > 1)) {
+  if (c.sparse.enabled && (c.parallel.pp > 1 || c.parallel.ep > 1)) {
     throw InputError(
         "model.sparse_attention trains in one process; it cannot be combined with "
         "parallel.pp or parallel.ep");
@@ -242,28 +235,6 @@ void train_rank_share(const Demos& demos, dist::ProcessGroup& world, int budget,
   }
 }
 
-// The optimizer state files of an expert-parallel checkpoint, by expert rank.
-std::vector<std::string> ep_optimizer_files(int ep) {
-  std::vector<std::string> names;
-  for (int e = 0; e < ep; ++e) names.push_back("optimizer_ep" + std::to_string(e) + ".pt");
-  return names;
-}
-
-// A checkpoint holds the optimizer state as its run split it: resuming with another parallel.ep
-// cannot continue it (the files differ), which must not pass for a run without checkpoints.
-void check_checkpoint_parallelism(const fs::path& run_dir, int ep) {
-  const auto last = latest_checkpoint(run_dir);
-  if (!last) return;
-  const nlohmann::json state =
-      nlohmann::json::parse(core::read_file(last->dir / "trainer_state.json"), nullptr, false);
-  const int was = state.is_object() ? state.value("parallel_ep", 1) : ep;
-  if (was != ep) {
-    throw InputError(last->dir.string() + " was written with parallel.ep = " + std::to_string(was) +
-                     "; resume it with the same parallel.ep (this run has " + std::to_string(ep) +
-                     ") or choose another run.name");
-  }
-}
-
 // Resumes the newest checkpoint as rank 0 reads it: every rank gets its step, weights and
 // optimizer state, so ranks on hosts without the run directory continue at the same step rather
 // than start over (and train other batches). Returns the trainer state; nullopt: a fresh run.
@@ -349,11 +320,11 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
   std::optional<model::CausalLM> whole;
   const auto pg = dist::process_group_options_from_env(
       std::chrono::milliseconds(static_cast<int64_t>(c.parallel_timeout_s * 1000)));
-  if (c.parallel_ep > 1 && !model->config().is_moe()) {
+  if (c.parallel.ep > 1 && !model->config().is_moe()) {
     throw InputError("parallel.ep needs an MoE model; " +
                      (c.init_from.empty() ? c.model_config : c.init_from) + " is dense");
   }
-  if (pg.world_size > 1 || c.parallel.pp > 1 || c.parallel_ep > 1) {
+  if (pg.world_size > 1 || c.parallel.pp > 1 || c.parallel.ep > 1) {
     world = std::make_unique<dist::ProcessGroup>(pg);
     if (c.parallel.pp > 1) {
       pipe = std::make_unique<PipelineTrainer>(model, *world, c.parallel, c.micro_batch_tokens,
@@ -374,7 +345,7 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
   if (writer) {
     try {
       if (c.run.resume) {
-        check_checkpoint_parallelism(run_dir, c.parallel_ep);
+        check_checkpoint_parallelism(run_dir, c.parallel.ep);
       } else if (latest_checkpoint(run_dir)) {
         throw InputError(run_dir.string() +
                          " already has checkpoints; set run.resume=true to continue it or choose "
@@ -391,16 +362,16 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
   // and keeps its experts, and each later loads the optimizer state of its expert rank.
   std::optional<ResumedCheckpoint> ep_resumed;
   nlohmann::json ep_state = {{"step", 0}};
-  if (c.parallel_ep > 1) {
-    experts = std::make_unique<dist::ExpertDataParallel>(*world, c.parallel_ep);
-    experts->experts()->set_chunks(c.parallel_ep_chunks);
+  if (c.parallel.ep > 1) {
+    experts = std::make_unique<dist::ExpertDataParallel>(*world, c.parallel.ep);
+    experts->experts()->set_chunks(c.parallel.ep_chunks);
     if (writer) {
       whole.emplace(model::CausalLM(model->config(), c.run.seed));
       place_trained_model(*whole, c.run, c.dtype);
     }
     if (c.run.resume) {
       if (writer) {
-        ep_resumed = resume_training_checkpoint(run_dir, model, ep_optimizer_files(c.parallel_ep));
+        ep_resumed = resume_training_checkpoint(run_dir, model, ep_optimizer_files(c.parallel.ep));
         if (ep_resumed) ep_state = ep_resumed->state;
       }
       ep_state = nlohmann::json::parse(world->broadcast_bytes_from_rank0(ep_state.dump()));
@@ -446,7 +417,7 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
   std::optional<nlohmann::json> resumed;
   std::string sparse_optimizer;  // DSV's predictors' Adam state, when the checkpoint has it
   if (experts && ep_state.at("step").get<int64_t>() > 0) {
-    for (int e = 0; e < c.parallel_ep; ++e) {  // expert rank e's state, to the ranks holding e
+    for (int e = 0; e < c.parallel.ep; ++e) {  // expert rank e's state, to the ranks holding e
       const std::string bytes = world->broadcast_bytes_from_rank0(
           writer ? ep_resumed->optimizer_states[static_cast<size_t>(e)] : std::string());
       if (experts->layout().ep_rank() == e) load_optimizer_bytes(*optimizer, bytes);
@@ -482,7 +453,7 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
                                   {"loss", loss_value},
                                   {"train_seconds", train_s},
                                   {"data_order", data.state()},
-                                  {"parallel_ep", c.parallel_ep},
+                                  {"parallel_ep", c.parallel.ep},
                                   {"sparse_attention", dsv ? dsv->state() : nlohmann::json()}};
     if (experts) {
       model::CausalLM& m = saved_model();
@@ -490,7 +461,7 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
       const std::vector<std::string> states =
           experts->experts()->group().all_gather_bytes(optimizer_bytes(*optimizer));
       if (!writer) return;
-      const std::vector<std::string> names = ep_optimizer_files(c.parallel_ep);
+      const std::vector<std::string> names = ep_optimizer_files(c.parallel.ep);
       std::map<std::string, std::string> files;
       for (size_t e = 0; e < names.size(); ++e) files[names[e]] = states[e];  // ranks 0 .. ep-1
       save_training_checkpoint(run_dir, step, m, tok->to_json(), files, state, c.checkpoint.keep);

@@ -50,14 +50,8 @@ struct SftConfig {
   CheckpointOptions checkpoint{.every = 200};
   // parallel: pipeline stages; under `streamrl launch --nproc N` the N ranks form N / pp
   // data-parallel replicas, each training on its share of every batch.
-  PipelineConfig parallel;
+  ParallelConfig parallel;
   double parallel_timeout_s = 60;  // parallel.timeout_s: rendezvous and each send/recv bound
-  // parallel.ep (MoE models, pp = 1): expert parallelism; each group of ep ranks splits every MoE
-  // layer's experts and trades tokens by all-to-all (dist/expert_parallel.h).
-  int parallel_ep = 1;
-  // parallel.ep_chunks: token chunks every dispatch and combine is cut into, so the experts
-  // compute on one while the next travels (Lina's pipelining; 1: one exchange each way).
-  int parallel_ep_chunks = 1;
   // parallel.eval_timeout_s: how long the other ranks wait while rank 0 evaluates (expert
   // parallelism, where rank 0 alone holds the whole model).
   double parallel_eval_timeout_s = 3600;

@@ -206,4 +206,23 @@ void load_optimizer_bytes(torch::optim::Optimizer& optimizer, const std::string&
   }
 }
 
+std::vector<std::string> ep_optimizer_files(int ep) {
+  std::vector<std::string> names;
+  for (int e = 0; e < ep; ++e) names.push_back("optimizer_ep" + std::to_string(e) + ".pt");
+  return names;
+}
+
+void check_checkpoint_parallelism(const fs::path& run_dir, int ep) {
+  const auto last = latest_checkpoint(run_dir);
+  if (!last) return;
+  const nlohmann::json state =
+      nlohmann::json::parse(core::read_file(last->dir / "trainer_state.json"), nullptr, false);
+  const int was = state.is_object() ? state.value("parallel_ep", 1) : ep;
+  if (was != ep) {
+    throw InputError(last->dir.string() + " was written with parallel.ep = " + std::to_string(was) +
+                     "; resume it with the same parallel.ep (this run has " + std::to_string(ep) +
+                     ") or choose another run.name");
+  }
+}
+
 }  // namespace streamrl::rl

@@ -70,6 +70,14 @@ std::filesystem::path save_training_checkpoint(
     const std::string& tokenizer_json, const std::map<std::string, std::string>& optimizer_files,
     const nlohmann::json& state, int keep);
 
+// The optimizer state files of an expert-parallel checkpoint (one per expert rank), by rank.
+std::vector<std::string> ep_optimizer_files(int ep);
+
+// A checkpoint holds the optimizer state as its run split it (trainer_state.json's
+// "parallel_ep"): InputError when the newest checkpoint of `run_dir` was written with another
+// parallel.ep than `ep`. Nothing when the run has no checkpoint.
+void check_checkpoint_parallelism(const std::filesystem::path& run_dir, int ep);
+
 // The optimizer's state as optimizer.pt holds it, and back (InputError when it does not load).
 std::string optimizer_bytes(torch::optim::Optimizer& optimizer);
 void load_optimizer_bytes(torch::optim::Optimizer& optimizer, const std::string& bytes);
