@@ -209,20 +209,18 @@ void for_each_micro_batch(const Demos& demos, int budget, Fn&& fn) {
 // rank runs as many micro-batches as the rank with the most: the extra ones are a row whose
 // completion mask is cleared (weight 0: they move tokens, not gradients), given no rows.
 template <class Fn>
-void train_rank_share(const Demos& demos, dist::ProcessGroup& world, int budget, bool equal_count,
-                      Fn&& fn) {
+void train_rank_share(const Demos& demos, dist::ProcessGroup& world, int budget,
+                      dist::ExpertDataParallel* experts, Fn&& fn) {
   const size_t n = demos.prompts.size(), ranks = static_cast<size_t>(world.world_size());
   const size_t rank = static_cast<size_t>(world.rank());
   const size_t first = rank * n / ranks;
   const std::vector<std::vector<size_t>> packs =
       pack_rows(demos, first, (rank + 1) * n / ranks, budget);
-  size_t count = packs.size();
-  if (equal_count) {  // agreed before any micro-batch runs: each one holds all-to-alls
-    std::vector<double> counts(ranks, 0.0);
-    counts[rank] = static_cast<double>(packs.size());
-    counts = world.all_reduce_sum(counts);
-    count = static_cast<size_t>(*std::max_element(counts.begin(), counts.end()));
-  }
+  // Agreed before any micro-batch runs: each one holds all-to-alls.
+  const size_t count =
+      experts
+          ? static_cast<size_t>(experts->max_over_expert_group(static_cast<int64_t>(packs.size())))
+          : packs.size();
   for (size_t k = 0; k < count; ++k) {
     if (k < packs.size()) {
       fn(demos.batch(packs[k]), packs[k]);
@@ -542,7 +540,7 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
         }
       };
       if (world) {
-        train_rank_share(demos, *world, c.micro_batch_tokens, experts != nullptr, train_micro);
+        train_rank_share(demos, *world, c.micro_batch_tokens, experts.get(), train_micro);
         loss_value = world->all_reduce_sum(std::vector<double>{loss_value})[0];
         if (experts) {
           experts->all_reduce_gradients(model->named_parameters());
