@@ -64,7 +64,7 @@ void set_lr(torch::optim::Optimizer& optimizer, double lr) {
 }
 
 double clip_grad_norm(torch::nn::Module& model, double max_norm,
-                      const std::function<double(double)>& experts_sq) {
+                      dist::ExpertDataParallel* experts) {
   torch::NoGradGuard no_grad;
   double sq = 0, expert_sq = 0;
   std::vector<torch::Tensor> grads;
@@ -73,9 +73,9 @@ double clip_grad_norm(torch::nn::Module& model, double max_norm,
     if (!g.defined()) continue;
     grads.push_back(g);
     const double v = g.pow(2).sum().item<double>();
-    (experts_sq && model::is_expert_parameter(p.key()) ? expert_sq : sq) += v;
+    (experts && model::is_expert_parameter(p.key()) ? expert_sq : sq) += v;
   }
-  if (experts_sq) sq += experts_sq(expert_sq);
+  if (experts) sq += experts->sum_over_expert_group(expert_sq);
   const double norm = std::sqrt(sq);
   if (!std::isfinite(norm) || max_norm <= 0 || norm <= max_norm) return norm;
   const double scale = max_norm / (norm + 1e-6);

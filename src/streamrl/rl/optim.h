@@ -4,10 +4,10 @@
 
 #include <torch/torch.h>
 
-#include <functional>
 #include <memory>
 
 #include "streamrl/core/config.h"
+#include "streamrl/dist/expert_parallel.h"
 
 namespace streamrl::rl {
 
@@ -44,10 +44,10 @@ void set_lr(torch::optim::Optimizer& optimizer, double lr);
 
 // Clips gradients to `max_norm` (if > 0) and returns the global norm before clipping. A non-finite
 // norm is returned as is, without touching the gradients, so the caller can stop the step.
-// Under expert parallelism each rank holds only some experts: `experts_sq` turns this rank's
-// squared norm of the expert gradients (model::is_expert_parameter) into the group's, so every
-// rank clips by the same norm.
+// Under expert parallelism (`experts`) each rank holds only some experts: the squared norm of the
+// expert gradients (model::is_expert_parameter) is summed over the expert group, so every rank
+// clips by the same norm.
 double clip_grad_norm(torch::nn::Module& model, double max_norm,
-                      const std::function<double(double)>& experts_sq = {});
+                      dist::ExpertDataParallel* experts = nullptr);
 
 }  // namespace streamrl::rl

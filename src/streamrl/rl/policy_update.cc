@@ -250,7 +250,7 @@ torch::Tensor PolicyStep::loss_of(Prepared& p, const model::ScoreOutput& out) {
   result_.tokens += tokens;
   sequences_ += static_cast<double>(p.sequences);
   result_.metrics.merge(lo.metrics);
-  result_.micro_batches += 1;
+  if (p.rows > 0) result_.micro_batches += 1;  // an idle one (expert parallelism) is no batch
   return lo.loss;
 }
 
@@ -274,7 +274,6 @@ void PolicyStep::run_idle_micro_batch() {
   p.rows = 0;
   p.sequences = 0;
   run_prepared(p);
-  result_.micro_batches -= 1;
 }
 
 void PolicyStep::run_prepared(Prepared& p) {
@@ -394,10 +393,7 @@ UpdateResult PolicyStep::finish(double lr, double grad_clip) {
     return result_;
   }
   set_lr(optimizer_, lr);
-  result_.grad_norm =
-      experts_ ? clip_grad_norm(*model_, grad_clip,
-                                [this](double sq) { return experts_->sum_over_expert_group(sq); })
-               : clip_grad_norm(*model_, grad_clip);
+  result_.grad_norm = clip_grad_norm(*model_, grad_clip, experts_);
   if (!std::isfinite(result_.grad_norm)) {
     clear_grads(optimizer_);
     throw RuntimeFailure("gradient norm is not finite (" + std::to_string(result_.grad_norm) + ")");

@@ -41,14 +41,9 @@ void split_experts(const RlRunConfig& c, const RunOptions& run, RlRoles* r) {
   }
   r->experts = std::make_unique<dist::ExpertDataParallel>(*r->group, c.parallel.ep);
   r->experts->experts()->set_chunks(c.parallel.ep_chunks);
-  r->whole = model::load_model(c.init_from);
-  r->whole->set_gating(c.moe.gating);
+  // The unsharded model: the policy's weights (resumed or not) before it keeps its experts only.
+  r->whole = model::copy_model(r->policy, "the policy");
   place_trained_model(r->whole, run, c.dtype);
-  {
-    torch::NoGradGuard no_grad;
-    auto whole = r->whole->named_parameters();
-    for (const auto& p : r->policy->named_parameters()) whole[p.key()].copy_(p.value());
-  }
   model::shard_experts(*r->policy, r->experts->experts());
   r->optimizer = make_adamw(*r->policy, c.optim);
 }
@@ -120,11 +115,7 @@ RlRoles RlRoles::set_up(const RlRunConfig& c) {
     r.group->broadcast_from_rank0(params);
     resumed = nlohmann::json::parse(r.group->broadcast_bytes_from_rank0(resumed.dump()));
     if (resumed.at("step").get<int64_t>() > 0 && ep > 1) {
-      for (int e = 0; e < ep; ++e) {  // expert rank e's state, to the ranks holding e's experts
-        std::string bytes = r.group->broadcast_bytes_from_rank0(
-            r.lead ? ep_states.at(static_cast<size_t>(e)) : std::string());
-        if (r.rank % ep == e) ep_state = std::move(bytes);
-      }
+      ep_state = receive_expert_optimizer_state(*r.group, ep_states, ep, r.rank % ep);
     } else if (resumed.at("step").get<int64_t>() > 0) {
       const std::string state =
           r.group->broadcast_bytes_from_rank0(r.lead ? optimizer_bytes(*r.optimizer) : "");

@@ -415,11 +415,10 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
   std::optional<nlohmann::json> resumed;
   std::string sparse_optimizer;  // DSV's predictors' Adam state, when the checkpoint has it
   if (experts && ep_state.at("step").get<int64_t>() > 0) {
-    for (int e = 0; e < c.parallel.ep; ++e) {  // expert rank e's state, to the ranks holding e
-      const std::string bytes = world->broadcast_bytes_from_rank0(
-          writer ? ep_resumed->optimizer_states[static_cast<size_t>(e)] : std::string());
-      if (experts->layout().ep_rank() == e) load_optimizer_bytes(*optimizer, bytes);
-    }
+    load_optimizer_bytes(
+        *optimizer, receive_expert_optimizer_state(
+                        *world, writer ? ep_resumed->optimizer_states : std::vector<std::string>(),
+                        c.parallel.ep, experts->layout().ep_rank()));
     resumed = ep_state;
   } else if (c.run.resume && !experts) {
     resumed = resume_from_rank0(world.get(), run_dir, model, *optimizer, &sparse_optimizer);
@@ -557,10 +556,7 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
           "sft loss is " + std::to_string(loss_value) + " at step " + std::to_string(step) +
           "; last good checkpoint: " + (last ? last->dir.string() : std::string("none")));
     }
-    const double grad_norm =
-        experts ? clip_grad_norm(*model, c.optim.grad_clip,
-                                 [&](double sq) { return experts->sum_over_expert_group(sq); })
-                : clip_grad_norm(*model, c.optim.grad_clip);
+    const double grad_norm = clip_grad_norm(*model, c.optim.grad_clip, experts.get());
     if (!std::isfinite(grad_norm)) {
       throw RuntimeFailure("sft gradient norm is not finite at step " + std::to_string(step));
     }

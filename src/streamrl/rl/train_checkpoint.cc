@@ -212,6 +212,23 @@ std::vector<std::string> ep_optimizer_files(int ep) {
   return names;
 }
 
+std::string receive_expert_optimizer_state(dist::ProcessGroup& group,
+                                           const std::vector<std::string>& states, int ep,
+                                           int ep_rank) {
+  const bool lead = group.rank() == 0;
+  if (lead && states.size() != static_cast<size_t>(ep)) {
+    throw InputError("an expert-parallel checkpoint needs " + std::to_string(ep) +
+                     " optimizer states, got " + std::to_string(states.size()));
+  }
+  std::string mine;
+  for (int e = 0; e < ep; ++e) {  // one broadcast per expert rank: each rank keeps its own
+    std::string bytes =
+        group.broadcast_bytes_from_rank0(lead ? states[static_cast<size_t>(e)] : std::string());
+    if (e == ep_rank) mine = std::move(bytes);
+  }
+  return mine;
+}
+
 void check_checkpoint_parallelism(const fs::path& run_dir, int ep) {
   const auto last = latest_checkpoint(run_dir);
   if (!last) return;

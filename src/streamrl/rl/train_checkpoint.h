@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "streamrl/dist/process_group.h"
 #include "streamrl/model/sparse_training.h"
 #include "streamrl/model/transformer.h"
 
@@ -72,6 +73,13 @@ std::filesystem::path save_training_checkpoint(
 
 // The optimizer state files of an expert-parallel checkpoint (one per expert rank), by rank.
 std::vector<std::string> ep_optimizer_files(int ep);
+
+// Expert parallelism's resume: rank 0 passes `states` (the checkpoint's optimizer state of each
+// expert rank, ep_optimizer_files' order), the other ranks nothing; every rank of `group` calls it
+// and gets back the state of its expert rank `ep_rank`.
+std::string receive_expert_optimizer_state(dist::ProcessGroup& group,
+                                           const std::vector<std::string>& states, int ep,
+                                           int ep_rank);
 
 // A checkpoint holds the optimizer state as its run split it (trainer_state.json's
 // "parallel_ep"): InputError when the newest checkpoint of `run_dir` was written with another
