@@ -185,12 +185,12 @@ void ExpertDataParallel::gather_experts(torch::nn::Module& sharded, torch::nn::M
     mine.push_back(p.value());
   }
   const std::vector<std::string> all = group.all_gather_bytes(names);
-  const bool receives = everywhere || group.rank() == 0;
+  const auto receives = [everywhere](int rank) { return everywhere || rank == 0; };
   for (int r = 0; r < group.world_size(); ++r) {
-    if (r == group.rank() || !(everywhere || r == 0)) continue;
+    if (r == group.rank() || !receives(r)) continue;
     for (size_t i = 0; i < mine.size(); ++i) group.send(mine[i], r, static_cast<int>(i));
   }
-  if (receives) {
+  if (receives(group.rank())) {
     auto full = whole->named_parameters();
     for (const auto& p : sharded.named_parameters()) {
       Tensor* t = full.find(p.key());
