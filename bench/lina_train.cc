@@ -12,6 +12,7 @@
 #include "streamrl/core/clock.h"
 #include "streamrl/core/errors.h"
 #include "streamrl/core/stats.h"
+#include "streamrl/core/threads.h"
 #include "streamrl/dist/backward_comm.h"
 #include "streamrl/dist/expert_parallel.h"
 #include "streamrl/model/model_config.h"
@@ -155,7 +156,7 @@ planner::LinkSimResult emulate(const ModelShape& m, const Profile& p, int ranks,
 }  // namespace
 
 json run_lina_train_worker(const BenchOptions& options, const std::string& out_path) {
-  torch::set_num_threads(1);
+  core::apply_core_budget(1);  // one core per rank: ATen's pool and OpenBLAS's
   dist::ProcessGroup world(dist::process_group_options_from_env(std::chrono::seconds(120)));
   const int ranks = world.world_size(), rank = world.rank();
   dist::ExpertDataParallel edp(world, ranks);

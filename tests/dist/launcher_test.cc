@@ -2,12 +2,15 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "run_binary.h"
 #include "streamrl/core/errors.h"
+#include "streamrl/core/threads.h"
 
 namespace streamrl::dist {
 namespace {
@@ -40,6 +43,39 @@ TEST(Launcher, SetsTheEnvironmentAndWritesBothStreamsToTheLogFile) {
   const std::string twice = read_all(log);
   EXPECT_NE(twice.find(text), std::string::npos);
   EXPECT_GT(twice.size(), text.size());
+  fs::remove(log);
+}
+
+// Each rank gets its share of the cores (ranks that each took all of them oversubscribe the
+// machine), unless the user chose; available_cores() honours the cap.
+TEST(Launcher, GivesEachRankItsShareOfTheCores) {
+  const fs::path log = fs::path(testing_util::fresh_temp_dir("launcher_test")) / "cores.log";
+  LaunchOptions o;
+  o.nproc = 2;
+  o.program = "/bin/sh";
+  o.args = {"-c", "echo \"cores $STREAMRL_CORES\""};
+  o.log_file = log.string();
+  o.timeout_s = 30;
+  const char* outer = std::getenv(core::kCoresEnv);
+  const std::string saved = outer ? outer : "";
+  unsetenv(core::kCoresEnv);
+  const int share = std::max(1, core::available_cores() / 2);
+  EXPECT_EQ(launch_local(o), 0);
+  EXPECT_NE(read_all(log).find("[rank 1] cores " + std::to_string(share) + "\n"), std::string::npos)
+      << read_all(log);
+  o.env = {"STREAMRL_CORES=7"};
+  EXPECT_EQ(launch_local(o), 0);
+  EXPECT_NE(read_all(log).find("[rank 1] cores 7\n"), std::string::npos) << read_all(log);
+
+  setenv(core::kCoresEnv, "1", 1);
+  EXPECT_EQ(core::available_cores(), 1);
+  setenv(core::kCoresEnv, "not a number", 1);
+  EXPECT_GE(core::available_cores(), 1);
+  if (outer) {
+    setenv(core::kCoresEnv, saved.c_str(), 1);
+  } else {
+    unsetenv(core::kCoresEnv);
+  }
   fs::remove(log);
 }
 

@@ -7,6 +7,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -77,12 +78,15 @@ void select_blas_kernel(char** argv) {
 }
 
 int available_cores() {
+  int n = 1;
   cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
-    int n = CPU_COUNT(&set);
-    if (n > 0) return n;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0) n = CPU_COUNT(&set);
+  if (const char* cap = std::getenv(kCoresEnv)) {
+    char* end = nullptr;
+    const long v = std::strtol(cap, &end, 10);
+    if (end != cap && *end == '\0' && v > 0) n = std::min<int>(n, static_cast<int>(v));
   }
-  return 1;
+  return n;
 }
 
 double thread_cpu_seconds() {

@@ -29,8 +29,11 @@ void select_blas_kernel(char** argv);
 // OpenBLAS's kernel name ("Haswell", "SkylakeX", ...), "" when OpenBLAS is not loaded.
 std::string openblas_core_name();
 
-// Number of cores this process may use (sched affinity), at least 1.
+// Number of cores this process may use: its sched affinity, capped by STREAMRL_CORES when that
+// is a positive integer (`streamrl launch` gives each of its nproc ranks cores / nproc). At
+// least 1.
 int available_cores();
+inline constexpr const char* kCoresEnv = "STREAMRL_CORES";
 
 // CPU seconds the calling thread has run. Beside a wall-clock time it tells work from waiting for a
 // core that other processes hold (the machine is shared).

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -20,6 +21,7 @@
 #include <optional>
 
 #include "streamrl/core/errors.h"
+#include "streamrl/core/threads.h"
 
 namespace streamrl::dist {
 namespace {
@@ -71,6 +73,12 @@ pid_t spawn(const LaunchOptions& o, int rank, int port, int out_fd, int err_fd) 
   setenv("LOCAL_WORLD_SIZE", std::to_string(o.nproc).c_str(), 1);
   setenv("MASTER_ADDR", o.master_addr.c_str(), 1);
   setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+  // Each rank's share of the cores (torchrun sets OMP_NUM_THREADS=1 for the same reason): ranks
+  // that each took every core would run nproc x cores threads of ATen and OpenBLAS on `cores`.
+  if (std::getenv(core::kCoresEnv) == nullptr) {
+    setenv(core::kCoresEnv, std::to_string(std::max(1, core::available_cores() / o.nproc)).c_str(),
+           1);
+  }
   for (const auto& kv : o.env) {
     const size_t eq = kv.find('=');
     setenv(kv.substr(0, eq).c_str(), kv.c_str() + eq + 1, 1);  // launch_local checked the '='
