@@ -116,6 +116,39 @@ TEST(SparseTraining, LongRowsScoreAsTheCachedPath) {
   }
 }
 
+// A padded batch whose batched scores would pass 32 MiB (3 rows x 4 heads x 1200^2 floats) attends
+// row by row on each row's span: log-probs and gradients equal each row scored alone (batched).
+TEST(SparseTraining, LargePaddedBatchesScoreAsTheirRowsAlone) {
+  CausalLM lm = testing_util::tiny_model(3, 29, 1300);
+  torch::manual_seed(13);
+  const int64_t T = 1200;
+  const Tensor tokens = torch::randint(3, 29, {3, T}, torch::kLong);
+  Tensor valid = torch::ones({3, T}, torch::kBool);
+  valid[1].narrow(0, 0, 500).fill_(false);        // left-padded: 700 valid
+  valid[2].narrow(0, 300, T - 300).fill_(false);  // right-padded: 300 valid
+  const Tensor batched = lm->score(tokens, valid).logprobs;
+  batched.sum().backward();
+  std::vector<Tensor> grads;
+  for (const auto& p : lm->parameters())
+    grads.push_back(p.grad().clone()), p.mutable_grad() = Tensor();
+  const std::vector<std::pair<int64_t, int64_t>> spans = {{0, T}, {500, 700}, {0, 300}};
+  for (int64_t b = 0; b < 3; ++b) {
+    const auto [s, S] = spans[static_cast<size_t>(b)];
+    const Tensor alone =
+        lm->score(tokens[b].narrow(0, s, S).view({1, S}), torch::ones({1, S}, torch::kBool))
+            .logprobs;
+    alone.sum().backward();
+    EXPECT_LT((batched[b].narrow(0, s, S) - alone[0]).abs().max().item<double>(), 1e-4)
+        << "row " << b;
+  }
+  const auto params = lm->parameters();
+  for (size_t i = 0; i < params.size(); ++i) {
+    EXPECT_LT((params[i].grad() - grads[i]).abs().max().item<double>(),
+              1e-4 * (1 + grads[i].abs().max().item<double>()))
+        << "parameter " << i;
+  }
+}
+
 SparseTrainingOptions trainer_options(double sparsity_threshold) {
   SparseTrainingOptions o;
   o.enabled = true;

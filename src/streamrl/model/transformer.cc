@@ -63,6 +63,21 @@ constexpr float kMasked = -std::numeric_limits<float>::infinity();
 // batched vs 0.25 s tiled at 1k tokens, 0.47 s both at 2k, 12.6 s vs 1.9 s at 4k.
 constexpr int64_t kTiledRowTokens = 2048;
 
+// A padded training batch whose batched scores ([B, H, T, T] floats) pass this many bytes attends
+// row by row as well, every row on its valid span: past glibc's 32 MiB mmap threshold each score,
+// mask and softmax tensor is a fresh mapping whose pages fault in, and every row pays for the
+// longest. Three rows padded to 1216 tokens (configs/model/tiny.json width, 4 layers, one thread,
+// both pipeline stages busy): 2.0-3.6 s per forward or backward batched, a 1216-token row alone
+// 0.3 s (bench pipeline's static 1F1B micro-batches).
+constexpr int64_t kBatchedScoreBytes = int64_t{32} << 20;
+
+// Whether a CPU row of S valid tokens attends on its own in a batch of B rows padded to T with H
+// query heads.
+bool tiled_row(int64_t S, int64_t B, int64_t T, int64_t H, bool cpu) {
+  if (!cpu || S <= 0) return false;
+  return S >= kTiledRowTokens || B * H * T * T * int64_t{4} > kBatchedScoreBytes;
+}
+
 // The training path's mask from allowed [B, T, L] bool: kept boolean for libtorch's fused
 // attention off the CPU (it picks flash or memory-efficient kernels by shape and dtype), else
 // additive [B, 1, 1, T, L] (broadcast over kv heads and group members) for the matmul form the
@@ -367,7 +382,8 @@ StageOutput CausalLMImpl::score_layers(const Tensor& tokens, const Tensor& valid
   // Each row's valid span (start, length) when some attend one sequence at a time: sparse heads,
   // and long rows on the CPU (tiled causal attention instead of the masked [T, T] matrices).
   std::vector<std::pair<int64_t, int64_t>> rows;
-  const bool by_row = sparse_ || (T >= kTiledRowTokens && tokens_d.is_cpu());
+  const int64_t B = tokens.size(0), H = config_.num_attention_heads;
+  const bool by_row = sparse_ || tiled_row(T, B, T, H, tokens_d.is_cpu());
   if (by_row) {
     const Tensor v = valid_b.to(torch::kCPU);
     const Tensor count = v.sum(1), start = v.to(torch::kLong).argmax(1);
@@ -378,9 +394,10 @@ StageOutput CausalLMImpl::score_layers(const Tensor& tokens, const Tensor& valid
   // Key j is visible to query i when j <= i and j is a real token. A padding query sees itself
   // only, which keeps its softmax finite; its output is discarded. Not built when every row
   // attends on its own (the [B, T, T] mask is what long rows avoid).
-  const bool all_tiled = by_row && tokens_d.is_cpu() &&
-                         std::all_of(rows.begin(), rows.end(),
-                                     [](const auto& r) { return r.second >= kTiledRowTokens; });
+  const bool all_tiled =
+      by_row && tokens_d.is_cpu() && std::all_of(rows.begin(), rows.end(), [&](const auto& r) {
+        return tiled_row(r.second, B, T, H, true);
+      });
   Tensor allowed;
   if (!all_tiled) {
     Tensor idx = torch::arange(T, tokens_d.options().dtype(torch::kLong));
@@ -486,8 +503,7 @@ Tensor CausalLMImpl::row_attention(size_t li, const Tensor& x, const Tensor& q, 
   for (int64_t b = 0; b < B; ++b) {
     const auto [s, S] = rows[static_cast<size_t>(b)];
     const bool sparse_row = any_sparse && S >= sparse_->min_tokens && S > 0;
-    const bool tiled_row = S >= kTiledRowTokens && q.is_cpu();
-    if (!sparse_row && !tiled_row) {
+    if (!sparse_row && !tiled_row(S, B, T, H, q.is_cpu())) {
       short_rows.push_back(b);
       continue;
     }
