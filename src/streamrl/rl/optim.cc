@@ -1,4 +1,5 @@
 #include "streamrl/rl/optim.h"
+#include "streamrl/dist/expert_parallel.h"
 
 #include <cmath>
 #include <numbers>

@@ -7,7 +7,10 @@
 #include <memory>
 
 #include "streamrl/core/config.h"
-#include "streamrl/dist/expert_parallel.h"
+
+namespace streamrl::dist {
+class ExpertDataParallel;  // dist/expert_parallel.h
+}  // namespace streamrl::dist
 
 namespace streamrl::rl {
 

@@ -1,4 +1,5 @@
 #include "streamrl/rl/train_checkpoint.h"
+#include "streamrl/dist/process_group.h"
 
 #include <signal.h>
 #include <unistd.h>
@@ -216,9 +217,13 @@ std::string receive_expert_optimizer_state(dist::ProcessGroup& group,
                                            const std::vector<std::string>& states, int ep,
                                            int ep_rank) {
   const bool lead = group.rank() == 0;
-  if (lead && states.size() != static_cast<size_t>(ep)) {
+  // The count goes to every rank first, so a short list fails all of them with the same line
+  // (a throw on the lead alone would leave the others waiting in the broadcast).
+  const std::string count =
+      group.broadcast_bytes_from_rank0(lead ? std::to_string(states.size()) : "");
+  if (count != std::to_string(ep)) {
     throw InputError("an expert-parallel checkpoint needs " + std::to_string(ep) +
-                     " optimizer states, got " + std::to_string(states.size()));
+                     " optimizer states, got " + count);
   }
   std::string mine;
   for (int e = 0; e < ep; ++e) {  // one broadcast per expert rank: each rank keeps its own

@@ -12,9 +12,12 @@
 #include <string>
 #include <vector>
 
-#include "streamrl/dist/process_group.h"
 #include "streamrl/model/sparse_training.h"
 #include "streamrl/model/transformer.h"
+
+namespace streamrl::dist {
+class ProcessGroup;  // dist/process_group.h
+}  // namespace streamrl::dist
 
 namespace streamrl::rl {
 
