@@ -15,6 +15,7 @@
 #include "streamrl/core/threads.h"
 #include "streamrl/dist/pipeline_parallel.h"
 #include "streamrl/pipeline/micro_batches.h"
+#include "streamrl/planner/pipeline_cost_fit.h"
 #include "streamrl/planner/pipeline_plan.h"
 #include "streamrl/tasks/split.h"
 #include "streamrl/tasks/task.h"
@@ -65,7 +66,7 @@ dist::StageBatch make_batch(const std::vector<int64_t>& lengths, const std::vect
 }
 
 // Forward and backward seconds of the whole model on [rows, len] batches, fitted per layer as
-// a * tokens + b * tokens * len (least squares over the shapes), medians of 3.
+// c + a * tokens + b * tokens * len (least squares over the shapes), medians of 3.
 planner::PipelineProfile measure_profile(model::CausalLM& lm) {
   const std::vector<std::pair<int64_t, int64_t>> shapes = {{64, 16}, {32, 64}, {16, 128},
                                                            {8, 256}, {4, 512}, {2, 1024}};
@@ -88,33 +89,14 @@ planner::PipelineProfile measure_profile(model::CausalLM& lm) {
     x1.push_back(static_cast<double>(rows * len));
     x2.push_back(static_cast<double>(rows * len * len));
   }
-  // Least squares of y = a * x1 + b * x2 in relative error (each shape weighted by 1 / y, so
-  // the short shapes count as much as the long ones), a, b >= 0 (the better one-term fit when
-  // the two-term one has a negative coefficient).
-  const auto fit = [&](const std::vector<double>& y) {
-    double s11 = 0, s12 = 0, s22 = 0, y1 = 0, y2 = 0;
-    for (size_t i = 0; i < y.size(); ++i) {
-      const double w = 1.0 / (y[i] * y[i]);
-      s11 += w * x1[i] * x1[i], s12 += w * x1[i] * x2[i], s22 += w * x2[i] * x2[i];
-      y1 += w * x1[i] * y[i], y2 += w * x2[i] * y[i];
-    }
-    const double det = s11 * s22 - s12 * s12;
-    const double a = (y1 * s22 - y2 * s12) / det, b = (s11 * y2 - s12 * y1) / det;
-    if (a >= 0 && b >= 0) return std::pair{a, b};
-    const auto sse = [&](double ca, double cb) {
-      double e = 0;
-      for (size_t i = 0; i < y.size(); ++i) e += std::pow(1 - (ca * x1[i] + cb * x2[i]) / y[i], 2);
-      return e;
-    };
-    const std::pair<double, double> only_a{y1 / s11, 0.0}, only_b{0.0, y2 / s22};
-    return sse(only_a.first, 0) <= sse(0, only_b.second) ? only_a : only_b;
-  };
-  const auto [fa, fb] = fit(fwd);
-  const auto [ba, bb] = fit(bwd);
+  const std::vector<double> f = planner::fit_relative_nonnegative(x1, x2, fwd);
+  const std::vector<double> b = planner::fit_relative_nonnegative(x1, x2, bwd);
   const double layers = static_cast<double>(lm->config().num_hidden_layers);
   planner::PipelineLayerProfile layer;
-  layer.forward_per_token_s = fa / layers, layer.forward_per_token_sq_s = fb / layers;
-  layer.backward_per_token_s = ba / layers, layer.backward_per_token_sq_s = bb / layers;
+  layer.forward_per_op_s = f[0] / layers, layer.forward_per_token_s = f[1] / layers;
+  layer.forward_per_token_sq_s = f[2] / layers;
+  layer.backward_per_op_s = b[0] / layers, layer.backward_per_token_s = b[1] / layers;
+  layer.backward_per_token_sq_s = b[2] / layers;
   layer.activation_bytes_per_token = 34.0 * static_cast<double>(lm->config().hidden_size) * 2;
   planner::PipelineProfile p;
   p.layers.assign(static_cast<size_t>(lm->config().num_hidden_layers), layer);
@@ -161,7 +143,7 @@ std::vector<int64_t> draw_task_lengths(uint64_t seed, int count, int64_t scale) 
 }
 
 json run_pipeline_pp2_worker(const BenchOptions& options, const std::string& out_path) {
-  torch::set_num_threads(1);
+  core::apply_core_budget(1);  // one core per rank: ATen's pool and OpenBLAS's
   dist::ProcessGroup world(dist::process_group_options_from_env(std::chrono::seconds(120)));
   const int pp = world.world_size();
   const model::ModelConfig mc = measured_model();
@@ -174,11 +156,12 @@ json run_pipeline_pp2_worker(const BenchOptions& options, const std::string& out
   planner::PipelineProfile profile = measure_profile(lm);
   {
     planner::PipelineLayerProfile& l = profile.layers[0];
-    const std::vector<double> sums =
-        world.all_reduce_sum({l.forward_per_token_s, l.forward_per_token_sq_s,
-                              l.backward_per_token_s, l.backward_per_token_sq_s});
-    l.forward_per_token_s = sums[0] / pp, l.forward_per_token_sq_s = sums[1] / pp;
-    l.backward_per_token_s = sums[2] / pp, l.backward_per_token_sq_s = sums[3] / pp;
+    const std::vector<double> sums = world.all_reduce_sum(
+        {l.forward_per_op_s, l.forward_per_token_s, l.forward_per_token_sq_s, l.backward_per_op_s,
+         l.backward_per_token_s, l.backward_per_token_sq_s});
+    l.forward_per_op_s = sums[0] / pp, l.forward_per_token_s = sums[1] / pp;
+    l.forward_per_token_sq_s = sums[2] / pp, l.backward_per_op_s = sums[3] / pp;
+    l.backward_per_token_s = sums[4] / pp, l.backward_per_token_sq_s = sums[5] / pp;
     profile.layers.assign(profile.layers.size(), l);
   }
   // Each rank times the link on its own clock: averaged too, or the ranks' plans could differ.
@@ -190,37 +173,54 @@ json run_pipeline_pp2_worker(const BenchOptions& options, const std::string& out
       pipeline::partition_layers(std::vector<double>(mc.num_hidden_layers, 1.0), pp, 1);
   dist::PipelineStage stage(lm, world, pp, partition);
   planner::PipelineEmulator emulator;
-  const pipeline::TokenCost token_cost = profile.token_cost();
+  // The microbenchmark profile plans and emulates round 0; from round 1 on, the profile refitted
+  // to the ops every earlier round ran (as the trainer refits after each step), which sees what
+  // the microbenchmark cannot: both stage processes competing for the cores, the loss on the last
+  // stage. Each round is predicted from rounds before it, never fitted to its own ops.
+  const planner::PipelineProfile microbenchmark = profile;
+  planner::PipelineCostFit fit(partition);
 
-  const int rounds_n = options.quick ? 2 : 7, problems = options.quick ? 16 : 48;
+  const int rounds_n = options.quick ? 2 : 8, problems = options.quick ? 16 : 48;
   // The static baseline's fixed count, tuned to this workload: 8P micro-batches (6 sequences
   // each at PP = 2). The emulated half's 2P made micro-batches of 24 sequences padded to the
   // longest here, 10-30x slower than any split below: too weak a baseline to be worth quoting.
   const int static_count = 8 * pp;
   Rounds rounds("pipeline", pp);
   std::map<std::string, int> splits, orders;
-  const auto run_variant = [&](const std::string& name, const std::vector<int64_t>& lengths,
-                               const std::vector<pipeline::MicroBatch>& mbs,
-                               const pipeline::Schedule& schedule, double emulated_s) {
-    std::vector<dist::StageBatch> batches;
-    for (const auto& mb : mbs) batches.push_back(make_batch(lengths, mb.samples, mc.vocab_size));
-    world.barrier();  // both stages start together
-    const auto start = Clock::now();
-    const dist::PipelineRunStats s =
-        stage.run(schedule, batches,
-                  [](int, const model::ScoreOutput& out) { return -out.logprobs.sum() / 1000.0; });
-    world.barrier();
-    const double step = since(start);
-    for (auto& p : lm->parameters()) p.mutable_grad() = Tensor();  // no update: same work
-    const std::vector<double> sums = world.all_reduce_sum({s.compute_s, s.wait_s});
-    rounds.add(name + "_step_s", step);
-    rounds.add(name + "_emulated_step_s", emulated_s);
-    rounds.add(name + "_emulator_error", std::abs(emulated_s - step) / step);
-    rounds.add(name + "_bubble_ratio", 1.0 - sums[0] / (pp * step));
-    rounds.add(name + "_micro_batches", static_cast<double>(mbs.size()));
-  };
   for (int r = 0; r < rounds_n; ++r) {
     rounds.begin_round(r);
+    const bool fitted = r > 0;
+    const pipeline::TokenCost token_cost = profile.token_cost();
+    planner::PipelineCostFit round_ops(partition);
+    const auto run_variant = [&](const std::string& name, const std::vector<int64_t>& lengths,
+                                 const std::vector<pipeline::MicroBatch>& mbs,
+                                 const pipeline::Schedule& schedule) {
+      const auto emulated = [&](const planner::PipelineProfile& p) {
+        return emulator.run(schedule, planner::pipeline_op_costs(p, partition, mbs)).step_s;
+      };
+      std::vector<dist::StageBatch> batches;
+      for (const auto& mb : mbs) batches.push_back(make_batch(lengths, mb.samples, mc.vocab_size));
+      world.barrier();  // both stages start together
+      const auto start = Clock::now();
+      const dist::PipelineRunStats s = stage.run(
+          schedule, batches,
+          [](int, const model::ScoreOutput& out) { return -out.logprobs.sum() / 1000.0; });
+      world.barrier();
+      const double step = since(start);
+      for (auto& p : lm->parameters()) p.mutable_grad() = Tensor();  // no update: same work
+      round_ops.add(s.ops, mbs);
+      const std::vector<double> sums = world.all_reduce_sum({s.compute_s, s.wait_s});
+      rounds.add(name + "_step_s", step);
+      const double micro = emulated(microbenchmark);
+      rounds.add(name + "_emulator_error_microbenchmark", std::abs(micro - step) / step);
+      if (fitted) {
+        const double e = emulated(profile);
+        rounds.add(name + "_emulated_step_s", e);
+        rounds.add(name + "_emulator_error", std::abs(e - step) / step);
+      }
+      rounds.add(name + "_bubble_ratio", 1.0 - sums[0] / (pp * step));
+      rounds.add(name + "_micro_batches", static_cast<double>(mbs.size()));
+    };
     const std::vector<int64_t> lengths =
         draw_task_lengths(2000 + static_cast<uint64_t>(r), problems, kMeasuredLengthScale);
     int64_t total = 0;
@@ -230,8 +230,6 @@ json run_pipeline_pp2_worker(const BenchOptions& options, const std::string& out
     const std::vector<pipeline::MicroBatch> fixed =
         pipeline::split_static_grouped(lengths, static_count, token_cost);
     const pipeline::Schedule one_f = pipeline::one_f_one_b(pp, static_cast<int>(fixed.size()));
-    const double one_f_emulated =
-        emulator.run(one_f, planner::pipeline_op_costs(profile, partition, fixed)).step_s;
     // Dynamic: the plan, on a candidate cap (both ranks must agree), timed.
     planner::PipelinePlanOptions o;
     o.token_cost = token_cost;
@@ -248,24 +246,25 @@ json run_pipeline_pp2_worker(const BenchOptions& options, const std::string& out
     // The plan's micro-batches in the static 1F1B order: what the split alone gains.
     const pipeline::Schedule split_only =
         pipeline::one_f_one_b(pp, static_cast<int>(plan.micro_batches.size()));
-    const double split_only_emulated =
-        emulator.run(split_only, planner::pipeline_op_costs(profile, partition, plan.micro_batches))
-            .step_s;
     // Interleaved, rotating which goes first.
     for (int k = 0; k < 3; ++k) {
       switch ((k + r) % 3) {
         case 0:
-          run_variant("static", lengths, fixed, one_f, one_f_emulated);
+          run_variant("static", lengths, fixed, one_f);
           break;
         case 1:
-          run_variant("split_only", lengths, plan.micro_batches, split_only, split_only_emulated);
+          run_variant("split_only", lengths, plan.micro_batches, split_only);
           break;
         default:
-          run_variant("dynamic", lengths, plan.micro_batches, plan.schedule, plan.emulation.step_s);
+          run_variant("dynamic", lengths, plan.micro_batches, plan.schedule);
       }
     }
     rounds.add("planner_share_of_step",
                rounds.values("planner_s").back() / rounds.values("dynamic_step_s").back());
+    // Every stage's ops of this round into the fit (the same sums on both ranks).
+    fit.decay(planner::PipelineCostFit::kKeepPerStep);
+    fit.merge(world.all_reduce_sum(round_ops.sums()));
+    profile = fit.apply(microbenchmark);
   }
   json out = rounds.to_json();
   out["load"] = rounds.load_json();
@@ -277,8 +276,19 @@ json run_pipeline_pp2_worker(const BenchOptions& options, const std::string& out
                   {"note", "one core per stage; micro-batches padded to their longest sequence"}};
   out["workload"] = {{"problems_per_batch", problems},
                      {"length", "4 x (prompt + demonstration characters) of the default task"}};
-  out["profile"] = {{"forward_s_per_token_per_layer", profile.layers[0].forward_per_token_s},
-                    {"forward_s_per_token_sq_per_layer", profile.layers[0].forward_per_token_sq_s},
+  const auto layer_json = [](const planner::PipelineLayerProfile& l) {
+    return json{{"forward_s_per_op", l.forward_per_op_s},
+                {"forward_s_per_token", l.forward_per_token_s},
+                {"forward_s_per_token_sq", l.forward_per_token_sq_s},
+                {"backward_s_per_op", l.backward_per_op_s},
+                {"backward_s_per_token", l.backward_per_token_s},
+                {"backward_s_per_token_sq", l.backward_per_token_sq_s}};
+  };
+  json fitted_layers = json::array();
+  for (int v = 0; v < pp; ++v)
+    fitted_layers.push_back(layer_json(profile.layers[partition.boundaries[v]]));
+  out["profile"] = {{"microbenchmark_per_layer", layer_json(microbenchmark.layers[0])},
+                    {"fitted_per_layer_of_stage", fitted_layers},
                     {"link_latency_s", latency},
                     {"link_gb_s", bandwidth / 1e9}};
   out["splits_chosen"] = splits;
@@ -287,9 +297,17 @@ json run_pipeline_pp2_worker(const BenchOptions& options, const std::string& out
   // The speed-up in two parts: the token-cost split (in 1F1B order), then the searched order.
   out["split_speedup"] = rounds.ratio("static_step_s", "split_only_step_s");
   out["order_speedup"] = rounds.ratio("split_only_step_s", "dynamic_step_s");
+  // Headline: each round predicted by the profile fitted to the rounds before it (round 0 has
+  // none). Beside it, the same rounds emulated from the microbenchmark profile alone.
   out["emulator_relative_error"] = {{"static", rounds.summary("static_emulator_error")},
                                     {"split_only", rounds.summary("split_only_emulator_error")},
                                     {"dynamic", rounds.summary("dynamic_emulator_error")}};
+  out["emulator_relative_error_microbenchmark"] = {
+      {"static", rounds.summary("static_emulator_error_microbenchmark")},
+      {"split_only", rounds.summary("split_only_emulator_error_microbenchmark")},
+      {"dynamic", rounds.summary("dynamic_emulator_error_microbenchmark")}};
+  out["emulator_profile"] =
+      "fitted after each round to every earlier round's measured ops (planner::PipelineCostFit)";
   return finish_bench_rank(world, out, out_path, "pipeline");
 }
 

@@ -137,7 +137,9 @@ PipelineRunStats PipelineStage::run(const pipeline::Schedule& schedule,
         l.output = out.hidden;
         world_.send(out.hidden, peer(v + 1), tag(m, v, vs, false));
       }
-      stats.compute_s += since(t);
+      const double seconds = since(t);
+      stats.compute_s += seconds;
+      stats.ops.push_back({stage, op, seconds});
       ++stats.forwards;
     } else {
       auto it = live.find({m, op.chunk});
@@ -147,18 +149,21 @@ PipelineRunStats PipelineStage::run(const pipeline::Schedule& schedule,
       }
       Live l = std::move(it->second);
       live.erase(it);
+      double seconds = 0;
       if (v == vs - 1) {
         const auto t = std::chrono::steady_clock::now();
         l.loss.backward();
-        stats.compute_s += since(t);
+        seconds = since(t);
       } else {
         auto t = std::chrono::steady_clock::now();
         const Tensor grad = world_.recv(shape, act, peer(v + 1), tag(m, v, vs, true));
         stats.wait_s += since(t);
         t = std::chrono::steady_clock::now();
         l.output.backward(grad);
-        stats.compute_s += since(t);
+        seconds = since(t);
       }
+      stats.compute_s += seconds;
+      stats.ops.push_back({stage, op, seconds});
       if (v > 0) world_.send(l.input.grad(), peer(v - 1), tag(m, v - 1, vs, true));
       ++stats.backwards;
     }

@@ -18,6 +18,7 @@
 
 #include "streamrl/dist/process_group.h"
 #include "streamrl/model/transformer.h"
+#include "streamrl/pipeline/op_costs.h"
 #include "streamrl/pipeline/partition.h"
 #include "streamrl/pipeline/schedule.h"
 
@@ -50,6 +51,7 @@ struct PipelineRunStats {
   double wait_s = 0;     // blocked in recv: the bubbles this stage saw
   double loss = 0;       // sum of the micro-batches' losses (last stage; 0 elsewhere)
   int forwards = 0, backwards = 0;
+  std::vector<pipeline::OpSeconds> ops;  // this stage's ops in run order, compute seconds each
 };
 
 class PipelineStage {

@@ -41,6 +41,13 @@ struct OpCosts {
   }
 };
 
+// One op as an executor ran it: `stage` ran `op` for `seconds` of compute (waits excluded).
+struct OpSeconds {
+  int stage = 0;
+  Op op;
+  double seconds = 0;
+};
+
 // [stages] the most activation bytes each stage holds at once running its list in `schedule`:
 // ops on a stage run one at a time, so list order is time order, and a forward's activations
 // are held from its start to its backward's end. Sizes are not checked.

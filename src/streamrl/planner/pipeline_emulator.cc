@@ -56,8 +56,10 @@ pipeline::OpCosts pipeline_op_costs(const PipelineProfile& profile,
           const double t = static_cast<double>(micro_batches[m].tokens);
           const double t2 = static_cast<double>(micro_batches[m].tokens_sq);
           const int i = c.index(s, v, m);
-          c.forward_s[i] += L.forward_per_token_s * t + L.forward_per_token_sq_s * t2;
-          c.backward_s[i] += L.backward_per_token_s * t + L.backward_per_token_sq_s * t2;
+          c.forward_s[i] +=
+              L.forward_per_op_s + L.forward_per_token_s * t + L.forward_per_token_sq_s * t2;
+          c.backward_s[i] +=
+              L.backward_per_op_s + L.backward_per_token_s * t + L.backward_per_token_sq_s * t2;
           c.activation_bytes[i] += L.activation_bytes_per_token * t;
         }
       }

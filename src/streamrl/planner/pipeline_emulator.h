@@ -26,11 +26,13 @@
 namespace streamrl::planner {
 
 // One layer's measured costs; a micro-batch of `tokens` tokens whose squared lengths sum to
-// `tokens_sq` takes per_token * tokens + per_token_sq * tokens_sq seconds.
+// `tokens_sq` takes per_op + per_token * tokens + per_token_sq * tokens_sq seconds (per_op: the
+// fixed cost of launching the layer's kernels, which many small sub-micro-batches pay often).
 struct PipelineLayerProfile {
   double forward_per_token_s = 0, forward_per_token_sq_s = 0;
   double backward_per_token_s = 0, backward_per_token_sq_s = 0;
   double activation_bytes_per_token = 0;  // kept from the forward until the backward
+  double forward_per_op_s = 0, backward_per_op_s = 0;
 };
 
 struct PipelineProfile {

@@ -59,8 +59,10 @@ PipelineTrainer::PipelineTrainer(model::CausalLM& model, dist::ProcessGroup& wor
     : world_(world),
       config_(config),
       micro_batch_tokens_(micro_batch_tokens),
-      profile_(std::move(profile)),
-      partition_(pipeline::partition_layers(layer_costs(profile_), config.pp, config.chunks)),
+      prior_(std::move(profile)),
+      profile_(prior_),
+      partition_(pipeline::partition_layers(layer_costs(prior_), config.pp, config.chunks)),
+      fit_(partition_),
       stage_(model, world, config.pp, partition_) {
   const dist::PipelineLayout& l = layout();
   if (l.dp() > 1) {
@@ -113,17 +115,30 @@ PipelineStepStats PipelineTrainer::forward_backward(
           planner::plan_pipeline(lengths, profile_, partition_, o, emulator_);
       mbs = plan.micro_batches;
       schedule = plan.schedule;
+      stats.plan = plan.split + " " + plan.candidate;
       stats.planned_step_s = plan.emulation.step_s;
     }
     stats.plan_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::vector<dist::StageBatch> batches;
     for (const pipeline::MicroBatch& mb : mbs) batches.push_back(make(mb.samples));
+    const auto t1 = std::chrono::steady_clock::now();
     stats.run = stage_.run(schedule, batches, loss, options);
+    stats.step_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
   }
   stats.schedule = schedule.name;
   stats.micro_batches = static_cast<int>(mbs.size());
   stage_.all_reduce_gradients();
-  stats.loss = world_.all_reduce_sum(std::vector<double>{stats.run.loss})[0];
+  // The loss and every stage's op timings in one collective; each rank then refits alike.
+  planner::PipelineCostFit step_ops(partition_);
+  step_ops.add(stats.run.ops, mbs);
+  std::vector<double> sums = step_ops.sums();
+  sums.push_back(stats.run.loss);
+  sums = world_.all_reduce_sum(sums);
+  stats.loss = sums.back();
+  sums.pop_back();
+  fit_.decay(planner::PipelineCostFit::kKeepPerStep);
+  fit_.merge(sums);
+  profile_ = fit_.apply(prior_);
   return stats;
 }
 

@@ -15,6 +15,7 @@
 
 #include "streamrl/core/config.h"
 #include "streamrl/dist/pipeline_parallel.h"
+#include "streamrl/planner/pipeline_cost_fit.h"
 #include "streamrl/planner/pipeline_emulator.h"
 
 namespace streamrl::rl {
@@ -43,10 +44,14 @@ planner::PipelineProfile flops_profile(const model::ModelConfig& config);
 struct PipelineStepStats {
   dist::PipelineRunStats run;
   std::string schedule;  // the executed schedule's name ("1f1b", "dynamic", ...)
+  std::string plan;      // the dynamic planner's choice ("<split> <order>"); empty under 1f1b
   int micro_batches = 0;
-  double planned_step_s = 0;  // the emulator's step time for it (nominal-rate seconds)
-  double plan_s = 0;          // wall time spent planning
-  double loss = 0;            // the micro-batch losses summed over the world
+  // The emulator's step time for it: nominal-rate seconds on the first step, then from the op
+  // costs fitted to the steps run so far (planner::PipelineCostFit).
+  double planned_step_s = 0;
+  double step_s = 0;  // wall time of this stage's ops (waits included)
+  double plan_s = 0;  // wall time spent planning
+  double loss = 0;    // the micro-batch losses summed over the world
 };
 
 class PipelineTrainer {
@@ -65,6 +70,7 @@ class PipelineTrainer {
 
   // Forward and backward of this replica's sequences of `lengths` (tokens each) on this batch's
   // plan, then gradients summed over the world: every rank ends with the whole batch's gradient.
+  // The ops' measured times refit the profile the next step plans with (the same on every rank).
   // make(samples) builds a micro-batch of those sequences (indices into `lengths`), called once
   // per micro-batch in order; loss(index, scores) is that micro-batch's loss (already divided by
   // the global denominator). A collective: every rank calls it once per step.
@@ -77,8 +83,10 @@ class PipelineTrainer {
   dist::ProcessGroup& world_;
   ParallelConfig config_;
   int64_t micro_batch_tokens_;
-  planner::PipelineProfile profile_;
+  planner::PipelineProfile prior_;    // from FLOPs: partitions, plans the first step
+  planner::PipelineProfile profile_;  // prior_ refitted to the ops measured so far
   pipeline::Partition partition_;
+  planner::PipelineCostFit fit_;
   dist::PipelineStage stage_;
   std::unique_ptr<dist::ProcessGroup> replica_;  // this replica's stages; null with one replica
   planner::PipelineEmulator emulator_;           // its memo serves every batch

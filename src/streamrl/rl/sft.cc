@@ -571,9 +571,12 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
     if (dsv) rec["sparse_attention"] = dsv->metrics();
     if (pipe) {
       rec["pipeline"] = {{"schedule", pipe_stats.schedule},
+                         {"plan", pipe_stats.plan},
                          {"micro_batches", pipe_stats.micro_batches},
                          {"compute_s", pipe_stats.run.compute_s},
                          {"wait_s", pipe_stats.run.wait_s},
+                         {"step_s", pipe_stats.step_s},
+                         {"planned_step_s", pipe_stats.planned_step_s},
                          {"plan_s", pipe_stats.plan_s}};
     }
     if (c.eval_every > 0 && done % c.eval_every == 0 && done < c.steps &&
