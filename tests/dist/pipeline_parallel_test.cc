@@ -24,10 +24,20 @@ namespace {
 
 using torch::Tensor;
 
-model::CausalLM four_layers(uint64_t seed) {
+// With `moe`, layers 1-3 route over 4 experts (layer 0 stays dense, so a stage's MoE layers do
+// not start at its first layer).
+model::CausalLM four_layers(uint64_t seed, bool moe = false) {
   model::ModelConfig c = testing_util::tiny_model_config(50, 32);
   c.num_hidden_layers = 4;
   c.tie_word_embeddings = true;  // the first and the last stage both reach the embedding
+  if (moe) {
+    c.model_type = "mixtral";
+    c.num_experts = 4;
+    c.num_experts_per_tok = 2;
+    c.moe_intermediate_size = c.intermediate_size;
+    c.mlp_only_layers = {0};
+    c.validate();
+  }
   return model::CausalLM(c, seed);
 }
 
@@ -66,55 +76,88 @@ pipeline::Schedule schedule_for(int step, int pp, int chunks,
   return pipeline::dynamic_schedule(costs).schedule;
 }
 
-void expect_pipeline_matches_single_process(int pp, int chunks) {
+// Step 0 splits statically into 2 pp micro-batches, step 1 into token-balanced ones.
+std::vector<pipeline::MicroBatch> micro_batches(int step, const std::vector<int64_t>& lengths,
+                                                int pp) {
+  if (step == 0) return pipeline::split_static(lengths, pp * 2);
+  pipeline::SplitOptions split;
+  split.target_tokens = 8;
+  split.round_up_to = pp;
+  return pipeline::split_balanced(lengths, split);
+}
+
+// The rows of `mb` (indices from row `begin` of the batch).
+StageBatch rows_of(const pipeline::MicroBatch& mb, int64_t begin, const Tensor& tokens,
+                   const Tensor& valid) {
+  std::vector<int64_t> rows;
+  for (int i : mb.samples) rows.push_back(begin + i);
+  const Tensor idx = torch::tensor(rows, torch::kLong);
+  return {tokens.index_select(0, idx), valid.index_select(0, idx)};
+}
+
+// With an MoE model the router losses (means over a micro-batch) join the loss weighted by the
+// micro-batch's share of the scored tokens, as sft and train weight them; the stages before the
+// last add their layers' share through StageRouterLoss.
+void expect_pipeline_matches_single_process(int pp, int chunks, bool moe = false) {
   torch::set_num_threads(1);
   ProcessGroup world(process_group_options_from_env(std::chrono::seconds(30)));
-  model::CausalLM piped = four_layers(3), single = four_layers(3), start = four_layers(3);
+  model::CausalLM piped = four_layers(3, moe), single = four_layers(3, moe),
+                  start = four_layers(3, moe);
   PipelineStage stage(piped, world, pp, pipeline::partition_by_count(4, pp, chunks));
   const PipelineLayout& layout = stage.layout();
-  const int64_t begin = 8 * layout.dp_rank() / layout.dp();
-  const int64_t end = 8 * (layout.dp_rank() + 1) / layout.dp();
+  const auto rows_of_replica = [&](int d) {
+    return std::pair<int64_t, int64_t>{8 * d / layout.dp(), 8 * (d + 1) / layout.dp()};
+  };
+  const auto [begin, end] = rows_of_replica(layout.dp_rank());
+  model::MoeOptions router;
+  router.aux_loss_coef = 0.05;
+  router.z_loss_coef = 0.01;
 
   auto [tokens, valid] = pp_batch();
   const double global = scored_tokens(valid);
-  const std::vector<int64_t> lengths(kLengths + begin, kLengths + end);
+  const auto loss_of = [&](const StageBatch& b, const model::ScoreOutput& scores) {
+    const Tensor loss = -scores.logprobs.sum() / global;
+    return scores.moe ? loss + router.loss(scores.moe) * (scored_tokens(b.valid) / global) : loss;
+  };
   auto opt = sgd(piped);
   for (int step = 0; step < 2; ++step) {
     opt.zero_grad();
-    pipeline::SplitOptions split;
-    split.target_tokens = 8;
-    split.round_up_to = pp;
-    const std::vector<pipeline::MicroBatch> mbs = step == 0
-                                                      ? pipeline::split_static(lengths, pp * 2)
-                                                      : pipeline::split_balanced(lengths, split);
+    const std::vector<int64_t> lengths(kLengths + begin, kLengths + end);
+    const std::vector<pipeline::MicroBatch> mbs = micro_batches(step, lengths, pp);
     const pipeline::Schedule schedule = schedule_for(step, pp, chunks, mbs);
     ASSERT_EQ(pipeline::validate(schedule), "") << schedule.name;
     std::vector<StageBatch> batches;
-    for (const pipeline::MicroBatch& mb : mbs) {
-      std::vector<int64_t> rows;
-      for (int i : mb.samples) rows.push_back(begin + i);
-      const Tensor idx = torch::tensor(rows, torch::kLong);
-      batches.push_back({tokens.index_select(0, idx), valid.index_select(0, idx)});
-    }
+    for (const pipeline::MicroBatch& mb : mbs) batches.push_back(rows_of(mb, begin, tokens, valid));
     const PipelineRunStats stats = stage.run(
         schedule, batches,
-        [&](int, const model::ScoreOutput& scores) { return -scores.logprobs.sum() / global; });
+        [&](int m, const model::ScoreOutput& scores) { return loss_of(batches[m], scores); }, {},
+        [&](int m, const model::MoeAuxLosses& aux) {
+          return router.loss(aux) * (scored_tokens(batches[m].valid) / global);
+        });
     EXPECT_EQ(stats.forwards, chunks * static_cast<int>(mbs.size()));
     EXPECT_EQ(stats.backwards, stats.forwards);
     stage.all_reduce_gradients();
     opt.step();
   }
 
+  // One process, micro-batch by micro-batch over every replica's share.
   auto single_opt = sgd(single);
   for (int step = 0; step < 2; ++step) {
     single_opt.zero_grad();
-    (-single->score(tokens, valid).logprobs.sum() / global).backward();
+    for (int d = 0; d < layout.dp(); ++d) {
+      const auto [first, last] = rows_of_replica(d);
+      const std::vector<int64_t> lengths(kLengths + first, kLengths + last);
+      for (const pipeline::MicroBatch& mb : micro_batches(step, lengths, pp)) {
+        const StageBatch b = rows_of(mb, first, tokens, valid);
+        loss_of(b, single->score(b.tokens, b.valid)).backward();
+      }
+    }
     single_opt.step();
   }
   const double diff = testing_util::max_param_diff(piped, single);
   const double moved = testing_util::max_param_diff(piped, start);
-  std::printf("dp%d x pp%d x v%d vs one process: max |diff| = %.3g; update size %.3g\n",
-              layout.dp(), pp, chunks, diff, moved);
+  std::printf("dp%d x pp%d x v%d%s vs one process: max |diff| = %.3g; update size %.3g\n",
+              layout.dp(), pp, chunks, moe ? " moe" : "", diff, moved);
   EXPECT_LT(diff, 1e-6);
   EXPECT_GT(moved, 1e-2);
   world.barrier();
@@ -128,6 +171,11 @@ TEST(PpWorker, TwoStagesMatchOneProcess) {
 TEST(PpWorker, InterleavedStagesMatchOneProcess) {
   REQUIRE_WORKER();
   expect_pipeline_matches_single_process(2, 2);
+}
+
+TEST(PpWorker, MoeStagesMatchOneProcess) {
+  REQUIRE_WORKER();
+  expect_pipeline_matches_single_process(2, 2, /*moe=*/true);
 }
 
 // A stage whose peer never sends fails with a clear error within the bound, not a hang.
@@ -204,6 +252,14 @@ TEST(Launch, PipelineInterleavedStagesMatchOneProcess) {
   auto r = launch_workers("PpWorker.InterleavedStagesMatchOneProcess", 2, 120);
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("[rank 0] dp1 x pp2 x v2 vs one process"), std::string::npos) << r.output;
+}
+
+// An MoE model (layer 0 dense) in 4 virtual stages: each stage's router losses reach its routers.
+TEST(Launch, PipelineMoeStagesMatchOneProcess) {
+  auto r = launch_workers("PpWorker.MoeStagesMatchOneProcess", 2, 120);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("[rank 1] dp1 x pp2 x v2 moe vs one process"), std::string::npos)
+      << r.output;
 }
 
 TEST(Launch, DataTimesPipelineFourRanksMatchOneProcess) {

@@ -345,18 +345,32 @@ TEST_F(RlTrain, ExpertParallelRanksGiveTheSameParametersAsOne) {
             1e-4);
   const std::vector<std::string> launch2 = {"launch", "--nproc", "2", "--timeout", "240", "--"};
   const std::vector<std::string> launch4 = {"launch", "--nproc", "4", "--timeout", "240", "--"};
+  // The same policy as two pipeline stages (one MoE layer each) ends there too, with the router
+  // statistics of both stages' layers in each iteration's record; with routing replay on, each
+  // stage replays the engine's routing of its own layers (here the same as its own: no mismatch).
   const std::vector<std::tuple<std::vector<std::string>, std::string, std::string>> runs_of = {
       {launch2, "disagg", "ep2_disagg"},
       {launch2, "colocate", "ep2_colocate"},
-      {launch4, "stream", "dp2_ep2_stream"}};
+      {launch4, "stream", "dp2_ep2_stream"},
+      {launch2, "stream", "pp2_moe_stream"}};
   for (const auto& [launch, mode, name] : runs_of) {
-    auto r = run_streamrl(
-        exact_update(launch, name, {"mode=" + mode, moe, "parallel.ep=2", "checkpoint.every=0"}));
+    const bool pp = name.starts_with("pp2");
+    auto r = run_streamrl(exact_update(
+        launch, name,
+        {"mode=" + mode, moe, pp ? "parallel.pp=2" : "parallel.ep=2", "checkpoint.every=0",
+         std::string("algo.moe_routing_replay=") + (pp ? "true" : "false")}));
     ASSERT_EQ(r.exit_code, 0) << name << ": " << r.output;
     EXPECT_LT(max_abs_difference(runs / "ep_one/final/model.safetensors",
                                  runs / name / "final/model.safetensors"),
               1e-5)
         << name;
+  }
+  for (const auto& rec : read_metrics((runs / "pp2_moe_stream/metrics.jsonl").string())) {
+    if (!rec.contains("reward_mean")) continue;
+    EXPECT_EQ(rec["pipeline"]["stages"], 2) << rec.dump();
+    EXPECT_EQ(rec["moe"]["two_expert_share"].size(), 2u) << rec.dump();
+    EXPECT_GT(rec["moe"]["z_loss"].get<double>(), 0) << rec.dump();
+    EXPECT_EQ(rec["moe"]["routing_mismatch"], 0.0) << "replayed on every stage: " << rec.dump();
   }
   // Checkpoints hold the whole model and one optimizer file per expert rank: a run resumed from
   // the first iteration's ends where the uninterrupted one did; another parallel.ep is refused.

@@ -77,17 +77,22 @@ TEST(SftPipeline, StagesAndReplicasFollowOneProcess) {
   expect_same_curve(dir, "dp2_pp2", 4, {"train.steps=4", "parallel.pp=2"}, "dynamic");
 }
 
-// Expert parallelism: EP = 2 on 2 ranks and DP = 2 x EP = 2 on 4 follow the same ranks without
-// it step for step, router losses included, and the experts gathered into the final model score
-// the held-out set alike.
-TEST(SftExpertParallel, ShardedExpertsFollowTheSameRanksWithoutThem) {
-  const std::string dir = testing_util::fresh_temp_dir("sft_expert_parallel");
+// The tiny MoE with router losses on, 3 steps of 8 sequences.
+void write_moe_sft_config(const std::string& dir) {
   std::ofstream(dir + "/sft.yaml")
       << "run: {dir: " << dir << "/runs, name: sft, threads: 1}\n"
       << "model: {config: " << STREAMRL_TEST_DATA_DIR << "/tiny_moe.json,\n"
       << "        moe: {aux_loss_coef: 0.01, z_loss_coef: 0.001}}\n"
       << "train: {steps: 3, batch_size: 8, micro_batch_tokens: 96, optim: {lr: 0.003}}\n"
       << "eval: {n: 0, loss_n: 8}\ncheckpoint: {every: 0}\n";
+}
+
+// Expert parallelism: EP = 2 on 2 ranks and DP = 2 x EP = 2 on 4 follow the same ranks without
+// it step for step, router losses included, and the experts gathered into the final model score
+// the held-out set alike.
+TEST(SftExpertParallel, ShardedExpertsFollowTheSameRanksWithoutThem) {
+  const std::string dir = testing_util::fresh_temp_dir("sft_expert_parallel");
+  write_moe_sft_config(dir);
   ASSERT_NO_FATAL_FAILURE(run_ranks(dir, "dp2", 2, {}));
   const auto dp2 = metrics(dir + "/runs/dp2");
   ASSERT_FALSE(dp2.empty());
@@ -116,6 +121,43 @@ TEST(SftExpertParallel, ShardedExpertsFollowTheSameRanksWithoutThem) {
       {"sft", "--config", dir + "/sft.yaml", "run.name=ep2_resume", "run.resume=true"});
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("was written with parallel.ep = 2"), std::string::npos) << r.output;
+}
+
+// An MoE model in two pipeline stages (one MoE layer each) with router losses on: one micro-batch
+// per step, so one process scoring the whole batch at once is the reference. The loss, gradient
+// norm and router statistics (gathered from both stages) follow it step for step.
+TEST(SftPipeline, MoeStagesFollowOneProcess) {
+  const std::string dir = testing_util::fresh_temp_dir("sft_pipeline_moe");
+  write_moe_sft_config(dir);
+  const std::vector<std::string> router = {"model.moe.aux_loss_coef=0.05",
+                                           "model.moe.z_loss_coef=0.01"};
+  std::vector<std::string> one = {
+      "sft",          "--config",          dir + "/sft.yaml",
+      "run.name=one", "train.log_every=1", "train.micro_batch_tokens=100000"};
+  one.insert(one.end(), router.begin(), router.end());
+  auto r = run_streamrl(one);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::vector<std::string> pp = {"parallel.pp=2", "parallel.pp_schedule=1f1b",
+                                 "parallel.pp_micro_batches=1"};
+  pp.insert(pp.end(), router.begin(), router.end());
+  expect_same_curve(dir, "pp2", 2, pp, "1f1b");
+  const auto single = metrics(dir + "/runs/one"), piped = metrics(dir + "/runs/pp2");
+  int steps = 0;
+  for (size_t i = 0; i < single.size() && i < piped.size(); ++i) {
+    if (!single[i].contains("moe")) continue;
+    ++steps;
+    const nlohmann::json &a = single[i]["moe"], &b = piped[i]["moe"];
+    for (const char* key : {"aux_loss", "z_loss"}) {
+      EXPECT_NEAR(b[key].get<double>(), a[key].get<double>(), 1e-5) << key << " " << b.dump();
+    }
+    for (const char* key : {"two_expert_share", "expert_load"}) {
+      ASSERT_EQ(b[key].size(), 2u) << "both stages' layers: " << b.dump();
+      for (size_t l = 0; l < 2; ++l) {
+        EXPECT_NEAR(b[key][l].get<double>(), a[key][l].get<double>(), 1e-6) << key << b.dump();
+      }
+    }
+  }
+  EXPECT_EQ(steps, 3);
 }
 
 TEST(SftPipeline, BadParallelConfigIsOneLine) {

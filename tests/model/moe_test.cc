@@ -238,6 +238,61 @@ TEST(MoeAuxLoss, ScoreReportsRouterLossesThatReachTheRouter) {
   EXPECT_TRUE(router_grad);
 }
 
+// Pipeline stages of an MoE model (layer 0 dense, 1-3 with experts, cut after layer 1): chained,
+// they score as the whole model, each replays its own layers' routing, and their router losses
+// and statistics add up to the whole model's.
+TEST(MoeAuxLoss, PipelineStagesAddUpToTheWholeModel) {
+  ModelConfig c = tiny_moe("qwen3_moe");
+  c.num_hidden_layers = 4;
+  c.mlp_only_layers = {0};
+  c.validate();
+  CausalLM lm(c, 5);
+  torch::manual_seed(3);
+  const Tensor tokens = torch::randint(1, c.vocab_size, {2, 7}, torch::kLong);
+  Tensor valid = torch::ones({2, 7}, torch::kBool);
+  valid[1].narrow(0, 5, 2).fill_(false);
+  // Replayed routing: each MoE layer sends every token to experts (l, l + 1).
+  std::vector<Tensor> replay;
+  for (int64_t l = 0; l < 3; ++l) {
+    replay.push_back(torch::tensor({l, l + 1}, torch::kLong).expand({2, 7, 2}).contiguous());
+  }
+  ScoreOptions opt;
+  opt.replay_routing = &replay;
+  const ScoreOutput whole = lm->score(tokens, valid, opt);
+  const StageOutput first = lm->score_layers(tokens, valid, Tensor(), 0, 2, opt);
+  const StageOutput last = lm->score_layers(tokens, valid, first.hidden, 2, 4, opt);
+  EXPECT_TRUE(torch::allclose(last.score.logprobs, whole.logprobs, 1e-5, 1e-6));
+  ASSERT_TRUE(first.moe && last.score.moe && whole.moe);
+  EXPECT_EQ(first.moe->first_layer, 0);
+  EXPECT_EQ(last.score.moe->first_layer, 1);
+  EXPECT_EQ(last.score.moe->two_expert_share.size(), 2u);
+  EXPECT_NEAR((first.moe->z_loss + last.score.moe->z_loss).item<double>(),
+              whole.moe->z_loss.item<double>(), 1e-5);
+  EXPECT_NEAR((first.moe->load_balance + last.score.moe->load_balance).item<double>(),
+              whole.moe->load_balance.item<double>(), 1e-5);
+  MoeStats one, staged, stage0, stage1;
+  one.add(*whole.moe, false, 10);
+  stage0.add(*first.moe, false, 10);
+  stage1.add(*last.score.moe, false, 10);
+  // Merged as processes merge them: the element-wise sum of their values.
+  std::vector<double> sum = stage0.to_values(3);
+  const std::vector<double> other = stage1.to_values(3);
+  for (size_t i = 0; i < sum.size(); ++i) sum[i] += other[i];
+  staged = MoeStats::from_values(sum);
+  const nlohmann::json a = one.to_json(true), b = staged.to_json(true);
+  for (const char* key : {"aux_loss", "z_loss"}) {
+    EXPECT_NEAR(b[key].get<double>(), a[key].get<double>(), 1e-5) << key;
+  }
+  for (const char* key : {"two_expert_share", "expert_load"}) {
+    ASSERT_EQ(b[key].size(), 3u) << key;
+    for (size_t l = 0; l < 3; ++l)
+      EXPECT_NEAR(b[key][l].get<double>(), a[key][l].get<double>(), 1e-9);
+  }
+  // Every token went where the replay said: none differed, 3 layers x 12 tokens compared.
+  EXPECT_EQ(b["routing_mismatch"], a["routing_mismatch"]);
+  EXPECT_THROW(MoeStats::from_values({1.0, 2.0}), InputError);
+}
+
 TEST(MoeConfig, SparseStepAndDenseLayers) {
   ModelConfig c = tiny_moe("qwen3_moe");
   c.num_hidden_layers = 4;

@@ -19,6 +19,8 @@ TEST(SampleBytes, RoundTripKeepsWhatTheLossReads) {
   in[0].sample.weight_version = 11, in[0].sample.turns = 2;
   in[0].score = 1, in[0].reward = 0.75, in[0].advantage = -0.3, in[0].difficulty = 2;
   in[0].ref_logprobs = {-0.4f, -1.0f, -0.2f};
+  in[0].sample.routed_experts = {0, 3, -1, 2, 1, 1};  // MoE routing replay: 3 positions x 1 x 2
+  in[0].sample.routing_layers = 1, in[0].sample.routing_k = 2;
   in[1].sample.request_id = 8;  // empty vectors survive too
   const std::vector<ScoredSample> out = decode_samples(encode_samples(in));
   ASSERT_EQ(out.size(), 2u);
@@ -36,6 +38,9 @@ TEST(SampleBytes, RoundTripKeepsWhatTheLossReads) {
   EXPECT_EQ(a.advantage, -0.3);
   EXPECT_EQ(a.difficulty, 2);
   EXPECT_EQ(a.ref_logprobs, in[0].ref_logprobs);
+  EXPECT_EQ(a.sample.routed_experts, in[0].sample.routed_experts);
+  EXPECT_EQ(a.sample.routing_layers, 1);
+  EXPECT_EQ(a.sample.routing_k, 2);
   EXPECT_EQ(out[1].sample.request_id, 8);
   EXPECT_TRUE(out[1].sample.output_ids.empty());
   EXPECT_TRUE(decode_samples(encode_samples({})).empty());

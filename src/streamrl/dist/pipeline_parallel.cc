@@ -69,9 +69,6 @@ PipelineStage::PipelineStage(model::CausalLM& model, ProcessGroup& world, int pp
                      " stages does not cut the model's " + std::to_string(layers) +
                      " layers for parallel.pp = " + std::to_string(pp));
   }
-  if (model->config().is_moe() && vs > 1) {
-    throw InputError("pipeline parallelism of MoE models is not supported (use parallel.ep)");
-  }
 }
 
 void PipelineStage::check_agreement(const pipeline::Schedule& schedule,
@@ -91,7 +88,8 @@ void PipelineStage::check_agreement(const pipeline::Schedule& schedule,
 
 PipelineRunStats PipelineStage::run(const pipeline::Schedule& schedule,
                                     const std::vector<StageBatch>& batches, const StageLoss& loss,
-                                    const model::ScoreOptions& options) {
+                                    const model::ScoreOptions& options,
+                                    const StageRouterLoss& router_loss) {
   if (schedule.stages != layout_.pp || schedule.chunks != partition_.chunks ||
       schedule.micro_batches != static_cast<int>(batches.size())) {
     throw InputError("pipeline stage: a schedule of " + std::to_string(schedule.stages) + "x" +
@@ -107,6 +105,7 @@ PipelineRunStats PipelineStage::run(const pipeline::Schedule& schedule,
   const torch::TensorOptions act = model_->options();
   struct Live {
     Tensor input, output, loss;
+    Tensor router;  // a stage before the last: its layers' router loss, backwarded with output
   };
   std::map<std::pair<int, int>, Live> live;  // (micro-batch, chunk) between forward and backward
   PipelineRunStats stats;
@@ -127,15 +126,18 @@ PipelineRunStats PipelineStage::run(const pipeline::Schedule& schedule,
         stats.wait_s += since(t);
       }
       const auto t = std::chrono::steady_clock::now();
-      model::StageOutput out =
-          model_->score_layers(b.tokens, b.valid, l.input, partition_.boundaries[v],
-                               partition_.boundaries[v + 1], options);
+      model::ScoreOptions o = options;
+      if (!b.routing.empty()) o.replay_routing = &b.routing;
+      model::StageOutput out = model_->score_layers(
+          b.tokens, b.valid, l.input, partition_.boundaries[v], partition_.boundaries[v + 1], o);
       if (v == vs - 1) {
         l.loss = loss(m, out.score);
         stats.loss += l.loss.item<double>();
       } else {
         l.output = out.hidden;
         world_.send(out.hidden, peer(v + 1), tag(m, v, vs, false));
+        if (out.moe && router_loss) l.router = router_loss(m, *out.moe);
+        if (l.router.defined()) stats.loss += l.router.item<double>();
       }
       const double seconds = since(t);
       stats.compute_s += seconds;
@@ -159,7 +161,11 @@ PipelineRunStats PipelineStage::run(const pipeline::Schedule& schedule,
         const Tensor grad = world_.recv(shape, act, peer(v + 1), tag(m, v, vs, true));
         stats.wait_s += since(t);
         t = std::chrono::steady_clock::now();
-        l.output.backward(grad);
+        if (l.router.defined() && l.router.requires_grad()) {
+          torch::autograd::backward({l.output, l.router}, {grad, torch::ones_like(l.router)});
+        } else {
+          l.output.backward(grad);
+        }
         seconds = since(t);
       }
       stats.compute_s += seconds;

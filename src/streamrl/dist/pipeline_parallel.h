@@ -40,16 +40,24 @@ struct PipelineLayout {
 struct StageBatch {
   torch::Tensor tokens;  // [B, T] int64
   torch::Tensor valid;   // [B, T] bool
+  // MoE routing replay (model::ScoreOptions::replay_routing): per MoE layer of the model, [B, T, K]
+  // expert ids; each stage replays its own layers'. Empty: the stages route.
+  std::vector<torch::Tensor> routing;
 };
 
 // The loss the last virtual stage backwards for micro-batch `index`, from its scores (summed,
-// already divided by the global denominator, as each data-parallel rank's loss is).
+// already divided by the global denominator, as each data-parallel rank's loss is). An MoE
+// model's scores carry the router losses of the last stage's layers (scores.moe).
 using StageLoss = std::function<torch::Tensor(int index, const model::ScoreOutput& scores)>;
+// MoE models: the router loss a virtual stage before the last adds to its backward for
+// micro-batch `index`, from its own layers' router losses (weighted as StageLoss weights the last
+// stage's; an undefined or constant tensor adds nothing). Also where their statistics are seen.
+using StageRouterLoss = std::function<torch::Tensor(int index, const model::MoeAuxLosses& router)>;
 
 struct PipelineRunStats {
   double compute_s = 0;  // forward and backward of this stage's layers
   double wait_s = 0;     // blocked in recv: the bubbles this stage saw
-  double loss = 0;       // sum of the micro-batches' losses (last stage; 0 elsewhere)
+  double loss = 0;       // sum of the micro-batches' losses (last stage) and router losses (MoE)
   int forwards = 0, backwards = 0;
   std::vector<pipeline::OpSeconds> ops;  // this stage's ops in run order, compute seconds each
 };
@@ -57,8 +65,7 @@ struct PipelineRunStats {
 class PipelineStage {
  public:
   // `partition` cuts the model's layers into pp stages x chunks; `world` carries the sends and the
-  // gradient sum. InputError when the partition does not match the model or the layout, or for an
-  // MoE model (its router losses span stages; use expert parallelism).
+  // gradient sum. InputError when the partition does not match the model or the layout.
   PipelineStage(model::CausalLM& model, ProcessGroup& world, int pp,
                 const pipeline::Partition& partition);
 
@@ -69,9 +76,12 @@ class PipelineStage {
   // schedule does not match the partition or the batch count; RuntimeFailure when another stage of
   // the replica was given a different schedule or batch shapes (checked with one all-reduce before
   // any tensor moves) or a peer fails; TimeoutError when a peer does not answer.
-  // `options` go to the last stage's scoring (e.g. the sampling temperature).
+  // `options` go to every stage's layers (e.g. the sampling temperature, routing replay's
+  // replay_apply). `router_loss` (MoE models) weights the router losses of the stages before
+  // the last; without it those stages train on the last stage's loss alone.
   PipelineRunStats run(const pipeline::Schedule& schedule, const std::vector<StageBatch>& batches,
-                       const StageLoss& loss, const model::ScoreOptions& options = {});
+                       const StageLoss& loss, const model::ScoreOptions& options = {},
+                       const StageRouterLoss& router_loss = {});
 
   // Sums every parameter's gradient over the world (zeros where a rank has none), so each rank
   // holds the gradient one process would have computed on all replicas' batches.

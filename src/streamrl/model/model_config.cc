@@ -170,6 +170,12 @@ bool ModelConfig::moe_layer(int64_t layer) const {
   return (layer + 1) % decoder_sparse_step == 0;
 }
 
+int64_t ModelConfig::moe_layers_before(int64_t layer) const {
+  int64_t n = 0;
+  for (int64_t l = 0; l < layer; ++l) n += moe_layer(l) ? 1 : 0;
+  return n;
+}
+
 void ModelConfig::validate() const {
   if (!known_type(model_type)) {
     invalid("model_type '" + model_type + "' is not supported (supported: " + kSupported + ")");

@@ -66,7 +66,8 @@ struct ModelConfig {
   double router_aux_loss_coef = 0.001;          // the checkpoint's load-balancing coefficient
 
   bool is_moe() const { return num_experts > 0; }
-  bool moe_layer(int64_t layer) const;  // whether decoder layer `layer` has experts
+  bool moe_layer(int64_t layer) const;             // whether decoder layer `layer` has experts
+  int64_t moe_layers_before(int64_t layer) const;  // MoE layers among layers [0, layer)
 
   // Throws InputError on the first violated constraint, naming the field(s) and numbers: sizes
   // positive, heads divisible by KV heads, even head_dim (RoPE rotates pairs), silu activation,

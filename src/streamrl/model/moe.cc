@@ -352,42 +352,85 @@ MoeAuxLosses moe_aux_losses(const std::vector<MoeLayerTrace>& traces, const Tens
 
 void MoeStats::add(const MoeAuxLosses& aux, bool aux_top1_only, int64_t tokens) {
   const double w = static_cast<double>(tokens);
-  const size_t L = aux.two_expert_share.size();
-  two_expert_share_.resize(L, 0.0);
-  expert_load_.resize(L, 0.0);
+  const size_t first = static_cast<size_t>(aux.first_layer), L = aux.two_expert_share.size();
+  const size_t size = std::max(layer_tokens_.size(), first + L);
+  two_expert_share_.resize(size, 0.0);
+  expert_load_.resize(size, 0.0);
+  layer_tokens_.resize(size, 0.0);
   for (size_t l = 0; l < L; ++l) {
-    two_expert_share_[l] += aux.two_expert_share[l] * w;
-    expert_load_[l] += aux.expert_load[l] * w;
+    two_expert_share_[first + l] += aux.two_expert_share[l] * w;
+    expert_load_[first + l] += aux.expert_load[l] * w;
+    layer_tokens_[first + l] += w;
   }
   const Tensor lb = (aux_top1_only ? aux.load_balance_top1 : aux.load_balance).detach() * w;
   const Tensor z = aux.z_loss.detach() * w;
   aux_loss_ = aux_loss_.defined() ? aux_loss_ + lb : lb;
   z_loss_ = z_loss_.defined() ? z_loss_ + z : z;
-  tokens_ += tokens;
   replayed_ += aux.replayed;
   differed_ += aux.differed;
 }
 
 void MoeStats::merge(const MoeStats& o) {
-  two_expert_share_.resize(std::max(two_expert_share_.size(), o.two_expert_share_.size()), 0.0);
-  expert_load_.resize(std::max(expert_load_.size(), o.expert_load_.size()), 0.0);
-  for (size_t l = 0; l < o.two_expert_share_.size(); ++l) {
+  const size_t size = std::max(layer_tokens_.size(), o.layer_tokens_.size());
+  two_expert_share_.resize(size, 0.0);
+  expert_load_.resize(size, 0.0);
+  layer_tokens_.resize(size, 0.0);
+  for (size_t l = 0; l < o.layer_tokens_.size(); ++l) {
     two_expert_share_[l] += o.two_expert_share_[l];
     expert_load_[l] += o.expert_load_[l];
+    layer_tokens_[l] += o.layer_tokens_[l];
   }
   if (o.aux_loss_.defined())
     aux_loss_ = aux_loss_.defined() ? aux_loss_ + o.aux_loss_ : o.aux_loss_;
   if (o.z_loss_.defined()) z_loss_ = z_loss_.defined() ? z_loss_ + o.z_loss_ : o.z_loss_;
-  tokens_ += o.tokens_;
   replayed_ += o.replayed_;
   differed_ += o.differed_;
 }
 
+std::vector<double> MoeStats::to_values(size_t layers) const {
+  std::vector<double> v(3 * layers, 0.0);
+  for (size_t l = 0; l < std::min(layers, layer_tokens_.size()); ++l) {
+    v[l] = two_expert_share_[l];
+    v[layers + l] = expert_load_[l];
+    v[2 * layers + l] = layer_tokens_[l];
+  }
+  v.push_back(aux_loss_.defined() ? aux_loss_.item<double>() : 0.0);
+  v.push_back(z_loss_.defined() ? z_loss_.item<double>() : 0.0);
+  v.push_back(static_cast<double>(replayed_));
+  v.push_back(static_cast<double>(differed_));
+  return v;
+}
+
+MoeStats MoeStats::from_values(const std::vector<double>& v) {
+  if (v.size() < 4 || (v.size() - 4) % 3 != 0) {
+    throw InputError("MoE statistics: " + std::to_string(v.size()) + " values is no layer count");
+  }
+  const size_t L = (v.size() - 4) / 3;
+  MoeStats s;
+  s.two_expert_share_.assign(v.begin(), v.begin() + L);
+  s.expert_load_.assign(v.begin() + L, v.begin() + 2 * L);
+  s.layer_tokens_.assign(v.begin() + 2 * L, v.begin() + 3 * L);
+  s.aux_loss_ = torch::tensor(v[3 * L], torch::kFloat64);
+  s.z_loss_ = torch::tensor(v[3 * L + 1], torch::kFloat64);
+  s.replayed_ = std::llround(v[3 * L + 2]);
+  s.differed_ = std::llround(v[3 * L + 3]);
+  return s;
+}
+
+bool MoeStats::empty() const {
+  return std::none_of(layer_tokens_.begin(), layer_tokens_.end(), [](double t) { return t > 0; });
+}
+
 nlohmann::json MoeStats::to_json(bool routing) const {
-  const double n = static_cast<double>(std::max<int64_t>(1, tokens_));
+  // Every micro-batch passes every MoE layer: the busiest layer's tokens are the step's.
+  double n = 1;
+  for (double t : layer_tokens_) n = std::max(n, t);
   std::vector<double> share = two_expert_share_, load = expert_load_;
-  for (double& v : share) v /= n;
-  for (double& v : load) v /= n;
+  for (size_t l = 0; l < layer_tokens_.size(); ++l) {
+    const double t = std::max(1.0, layer_tokens_[l]);
+    share[l] /= t;
+    load[l] /= t;
+  }
   nlohmann::json j = {{"two_expert_share", share},
                       {"expert_load", load},
                       {"aux_loss", aux_loss_.defined() ? aux_loss_.item<double>() / n : 0.0},

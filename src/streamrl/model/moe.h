@@ -165,6 +165,8 @@ struct MoeAuxLosses {
   // experts per MoE layer (the adaptive-gating curriculum's complexity of a sequence).
   torch::Tensor two_expert_by_row;
   int64_t replayed = 0, differed = 0;  // routing replay, summed over layers (MoeLayerTrace)
+  // Index among the model's MoE layers of the first one here: a pipeline stage traces its own.
+  int64_t first_layer = 0;
 };
 MoeAuxLosses moe_aux_losses(const std::vector<MoeLayerTrace>& traces, const torch::Tensor& valid,
                             int64_t num_experts);
@@ -174,18 +176,27 @@ MoeAuxLosses moe_aux_losses(const std::vector<MoeLayerTrace>& traces, const torc
 class MoeStats {
  public:
   // The losses stay tensors until to_json(), so a device step does not wait on each micro-batch.
+  // Each layer is weighted by the tokens that passed it, so the traces of a pipeline's stages
+  // (aux.first_layer onwards) add up to those of the whole model.
   void add(const MoeAuxLosses& aux, bool aux_top1_only, int64_t tokens);
-  // Adds another step's statistics (several optimizer steps in one iteration).
+  // Adds another step's statistics (several optimizer steps in one iteration), or another
+  // stage's layers.
   void merge(const MoeStats& other);
-  bool empty() const { return tokens_ == 0; }
+  bool empty() const;  // no token traced
   // two_expert_share and expert_load per layer, aux_loss, z_loss; routing_mismatch (differed over
   // replayed token-layer pairs, null when nothing was compared) when `routing` is set.
   nlohmann::json to_json(bool routing) const;
 
+  // As numbers for `layers` MoE layers, whose element-wise sum over processes (an all-reduce) is
+  // the merge of their statistics; from_values reads such a sum back.
+  std::vector<double> to_values(size_t layers) const;
+  static MoeStats from_values(const std::vector<double>& values);
+
  private:
-  std::vector<double> two_expert_share_, expert_load_;
-  torch::Tensor aux_loss_, z_loss_;
-  int64_t tokens_ = 0, replayed_ = 0, differed_ = 0;
+  // Per MoE layer: sums weighted by the tokens that passed the layer, and those tokens.
+  std::vector<double> two_expert_share_, expert_load_, layer_tokens_;
+  torch::Tensor aux_loss_, z_loss_;  // summed over layers, weighted by tokens
+  int64_t replayed_ = 0, differed_ = 0;
 };
 
 // The `model.moe` config section of sft and train: how MoE layers route (both in training and in

@@ -250,7 +250,8 @@ Tensor CausalLMImpl::run(const Tensor& tokens, const Tensor& positions, const Te
   Tensor h = span.input.defined() ? span.input : embed_tokens_->forward(tokens);  // [B, T, D]
   const size_t first = static_cast<size_t>(span.first);
   const size_t end = span.end < 0 ? layers_.size() : static_cast<size_t>(span.end);
-  size_t moe_index = 0;
+  // Routing replay lists every MoE layer of the model; a pipeline stage starts part-way.
+  size_t moe_index = static_cast<size_t>(c.moe_layers_before(static_cast<int64_t>(first)));
   const bool fuse =
       cache != nullptr && fuse_inference_ && h.is_cpu() && !torch::GradMode::is_enabled();
   for (size_t li = first; li < end; ++li) {
@@ -365,8 +366,6 @@ StageOutput CausalLMImpl::score_layers(const Tensor& tokens, const Tensor& valid
               end, ") of ", layers);
   TORCH_CHECK(first == 0 || input.defined(), "score_layers: layer ", first,
               " needs the previous stage's hidden states");
-  TORCH_CHECK((first == 0 && end == layers) || !config_.is_moe(),
-              "score_layers: pipeline stages of MoE models are not supported");
   const int64_t T = tokens.size(1);
   const Tensor tokens_d = tokens.to(device());
   Tensor valid_b = valid.to(device()).to(torch::kBool);
@@ -408,7 +407,15 @@ StageOutput CausalLMImpl::score_layers(const Tensor& tokens, const Tensor& valid
   stage.hidden =
       run(tokens_d, positions, allowed, nullptr, nullptr, &traces, options.replay_routing,
           options.replay_apply, options.capture, {first, end, input}, by_row ? &rows : nullptr);
-  if (end < layers) return stage;
+  std::optional<MoeAuxLosses> moe;
+  if (config_.is_moe() && (!traces.empty() || first == 0)) {
+    moe = moe_aux_losses(traces, valid_b, config_.num_experts);
+    moe->first_layer = config_.moe_layers_before(first);
+  }
+  if (end < layers) {
+    stage.moe = std::move(moe);
+    return stage;
+  }
   const Tensor& hidden = stage.hidden;
   // [B, T, V]; position t predicts token t+1. Log-prob and loss maths in fp32 whatever the
   // weights' or autocast's dtype.
@@ -429,7 +436,7 @@ StageOutput CausalLMImpl::score_layers(const Tensor& tokens, const Tensor& valid
     out.entropy = torch::cat({torch::zeros({tokens.size(0), 1}, ent.options()), ent}, 1);
   }
   if (options.return_logits) out.logits = logits;
-  if (config_.is_moe()) out.moe = moe_aux_losses(traces, valid_b, config_.num_experts);
+  out.moe = std::move(moe);
   return stage;
 }
 

@@ -50,6 +50,9 @@ struct ScoreOutput {
 struct StageOutput {
   torch::Tensor hidden;  // [B, T, D] after the stage's last layer (the last stage: normed)
   ScoreOutput score;     // set when the stage ends with the model's last layer
+  // A stage before the last: the router losses of its MoE layers (the last stage's are
+  // score.moe). Summed over the stages they are the whole model's.
+  std::optional<MoeAuxLosses> moe;
 };
 
 // DSV sparse attention (off by default): per layer a low-rank predictor scores keys cheaply. On the
@@ -119,7 +122,8 @@ class CausalLMImpl : public torch::nn::Module {
   // Pipeline parallelism: the training path of layers [first, end) only. `input` is the hidden
   // states [B, T, D] the previous stage produced (undefined when first == 0: the tokens are
   // embedded). When end is the layer count the final norm and LM head follow and `score` holds
-  // what `score` returns. Chaining the stages over 0 .. L gives `score`. Dense models only.
+  // what `score` returns. Chaining the stages over 0 .. L gives `score`; an MoE model's router
+  // losses come per stage (each over its own layers).
   StageOutput score_layers(const torch::Tensor& tokens, const torch::Tensor& valid,
                            const torch::Tensor& input, int first, int end,
                            const ScoreOptions& options = {});

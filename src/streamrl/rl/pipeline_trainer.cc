@@ -28,7 +28,7 @@ void ParallelConfig::read(const core::Config& parallel) {
   if (ep < 1) throw InputError("parallel.ep must be >= 1");
   if (ep_chunks < 1) throw InputError("parallel.ep_chunks must be >= 1");
   if (ep > 1 && pp > 1) {
-    throw InputError("parallel.ep and parallel.pp cannot be combined (MoE models use ep)");
+    throw InputError("parallel.ep and parallel.pp cannot be combined (an MoE model takes either)");
   }
 }
 
@@ -59,6 +59,8 @@ PipelineTrainer::PipelineTrainer(model::CausalLM& model, dist::ProcessGroup& wor
     : world_(world),
       config_(config),
       micro_batch_tokens_(micro_batch_tokens),
+      moe_layers_(static_cast<size_t>(
+          model->config().moe_layers_before(model->config().num_hidden_layers))),
       prior_(std::move(profile)),
       profile_(prior_),
       partition_(pipeline::partition_layers(layer_costs(prior_), config.pp, config.chunks)),
@@ -77,6 +79,13 @@ std::vector<std::string> PipelineTrainer::gather_replica(const std::string& byte
   return replica_ ? replica_->all_gather_bytes(bytes) : world_.all_gather_bytes(bytes);
 }
 
+model::MoeStats PipelineTrainer::gather_router_stats(const model::MoeStats& stage) {
+  if (moe_layers_ == 0) return stage;
+  const std::vector<double> values = stage.to_values(moe_layers_);
+  return model::MoeStats::from_values(replica_ ? replica_->all_reduce_sum(values)
+                                               : world_.all_reduce_sum(values));
+}
+
 std::pair<int64_t, int64_t> PipelineTrainer::replica_rows(int64_t n) const {
   const dist::PipelineLayout& l = layout();
   return {n * l.dp_rank() / l.dp(), n * (l.dp_rank() + 1) / l.dp()};
@@ -85,7 +94,8 @@ std::pair<int64_t, int64_t> PipelineTrainer::replica_rows(int64_t n) const {
 PipelineStepStats PipelineTrainer::forward_backward(
     const std::vector<int64_t>& lengths,
     const std::function<dist::StageBatch(const std::vector<int>&)>& make,
-    const dist::StageLoss& loss, const model::ScoreOptions& options) {
+    const dist::StageLoss& loss, const model::ScoreOptions& options,
+    const dist::StageRouterLoss& router_loss) {
   PipelineStepStats stats;
   const int pp = config_.pp, chunks = config_.chunks;
   int count = config_.micro_batches > 0 ? config_.micro_batches : 2 * pp;
@@ -122,7 +132,7 @@ PipelineStepStats PipelineTrainer::forward_backward(
     std::vector<dist::StageBatch> batches;
     for (const pipeline::MicroBatch& mb : mbs) batches.push_back(make(mb.samples));
     const auto t1 = std::chrono::steady_clock::now();
-    stats.run = stage_.run(schedule, batches, loss, options);
+    stats.run = stage_.run(schedule, batches, loss, options, router_loss);
     stats.step_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
   }
   stats.schedule = schedule.name;

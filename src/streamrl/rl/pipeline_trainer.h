@@ -73,16 +73,22 @@ class PipelineTrainer {
   // The ops' measured times refit the profile the next step plans with (the same on every rank).
   // make(samples) builds a micro-batch of those sequences (indices into `lengths`), called once
   // per micro-batch in order; loss(index, scores) is that micro-batch's loss (already divided by
-  // the global denominator). A collective: every rank calls it once per step.
+  // the global denominator); router_loss (MoE models) the router loss of an earlier stage's
+  // layers (dist::StageRouterLoss). A collective: every rank calls it once per step.
   PipelineStepStats forward_backward(
       const std::vector<int64_t>& lengths,
       const std::function<dist::StageBatch(const std::vector<int>&)>& make,
-      const dist::StageLoss& loss, const model::ScoreOptions& options = {});
+      const dist::StageLoss& loss, const model::ScoreOptions& options = {},
+      const dist::StageRouterLoss& router_loss = {});
+  // MoE models: router statistics of this step from every stage of the replica, each of its own
+  // layers, merged into the whole model's (a collective over the replica). Dense: `stage`.
+  model::MoeStats gather_router_stats(const model::MoeStats& stage);
 
  private:
   dist::ProcessGroup& world_;
   ParallelConfig config_;
   int64_t micro_batch_tokens_;
+  size_t moe_layers_;                 // the model's MoE layers (0: dense)
   planner::PipelineProfile prior_;    // from FLOPs: partitions, plans the first step
   planner::PipelineProfile profile_;  // prior_ refitted to the ops measured so far
   pipeline::Partition partition_;

@@ -225,7 +225,20 @@ PolicyStep::Prepared PolicyStep::prepare(const std::vector<const ScoredSample*>&
   return p;
 }
 
-torch::Tensor PolicyStep::loss_of(Prepared& p, const model::ScoreOutput& out) {
+torch::Tensor PolicyStep::router_loss(const Prepared& p, const model::MoeAuxLosses& aux,
+                                      model::MoeStats& router) const {
+  router.add(aux, moe_.aux_top1_only, p.seq.num_completion_tokens);
+  if (moe_.aux_loss_coef <= 0 && moe_.z_loss_coef <= 0) return {};
+  // Each term is a sum that finish() divides by the global count, so the router loss (a mean
+  // over this micro-batch's tokens) is weighted by the micro-batch's share of that count.
+  const double weight = loss_.loss_agg == LossAggMode::kTokenMean
+                            ? static_cast<double>(p.seq.num_completion_tokens)
+                            : static_cast<double>(p.rows);
+  return moe_.loss(aux) * weight;
+}
+
+torch::Tensor PolicyStep::loss_of(Prepared& p, const model::ScoreOutput& out,
+                                  model::MoeStats& router) {
   PolicyLossInputs& in = p.in;
   if (!in.old_logp.defined()) in.old_logp = in.beh_logp;
   in.logp = out.logprobs;
@@ -238,13 +251,9 @@ torch::Tensor PolicyStep::loss_of(Prepared& p, const model::ScoreOutput& out) {
     throw RuntimeFailure("policy loss is not finite (" + std::to_string(lo.metrics.loss) + ")");
   }
   const int64_t tokens = p.seq.num_completion_tokens;
-  if (out.moe) result_.moe.add(*out.moe, moe_.aux_top1_only, tokens);
-  if (out.moe && (moe_.aux_loss_coef > 0 || moe_.z_loss_coef > 0)) {
-    // Each term is a sum that finish() divides by the global count, so the router loss (a mean
-    // over this micro-batch's tokens) is weighted by the micro-batch's share of that count.
-    const double weight = loss_.loss_agg == LossAggMode::kTokenMean ? static_cast<double>(tokens)
-                                                                    : static_cast<double>(p.rows);
-    lo.loss = lo.loss + moe_.loss(out.moe) * weight;
+  if (out.moe) {
+    const torch::Tensor r = router_loss(p, *out.moe, router);
+    if (r.defined()) lo.loss = lo.loss + r;
   }
   // Counted where the loss is (a pipeline's last stage), so the ranks' sums are the global count.
   result_.tokens += tokens;
@@ -289,7 +298,7 @@ void PolicyStep::run_prepared(Prepared& p) {
   }
   const bool feeds = sparse_ && sparse_->capture(p.opt);
   const model::ScoreOutput out = model_->score(p.seq.tokens, p.seq.valid, p.opt);
-  loss_of(p, out).backward();
+  loss_of(p, out, result_.moe).backward();
   if (feeds) sparse_->observe_captured(p.seq.valid);
   result_.seconds += core::seconds_since(t0);
   result_.cpu_seconds += core::thread_cpu_seconds() - cpu0;
@@ -312,19 +321,26 @@ void PolicyStep::run_pipelined() {
   model::ScoreOptions opt;
   opt.temperature = config_.temperature;
   opt.return_entropy = true;
+  opt.replay_apply = moe_.routing_replay;
   const int64_t micro_batches_before = result_.micro_batches;
+  model::MoeStats router;  // this stage's layers
   const PipelineStepStats stats = pipeline_->forward_backward(
       lengths,
       [&](const std::vector<int>& idx) {
         std::vector<const ScoredSample*> rows;
         for (int i : idx) rows.push_back(&samples[static_cast<size_t>(i)]);
         prepared.push_back(prepare(rows));
-        return dist::StageBatch{prepared.back().seq.tokens, prepared.back().seq.valid};
+        const Prepared& p = prepared.back();
+        return dist::StageBatch{p.seq.tokens, p.seq.valid, p.routing};
       },
       [&](int index, const model::ScoreOutput& out) {
-        return loss_of(prepared[static_cast<size_t>(index)], out);
+        return loss_of(prepared[static_cast<size_t>(index)], out, router);
       },
-      opt);
+      opt,
+      [&](int index, const model::MoeAuxLosses& aux) {
+        return router_loss(prepared[static_cast<size_t>(index)], aux, router);
+      });
+  result_.moe.merge(pipeline_->gather_router_stats(router));
   // Counted by the last stage only; every stage reports its replica's.
   result_.micro_batches = micro_batches_before + stats.micro_batches;
   result_.seconds += core::seconds_since(t0);

@@ -125,8 +125,13 @@ class PolicyStep : public TrainerStep {
  private:
   struct Prepared;  // one micro-batch's inputs
   Prepared prepare(const std::vector<const ScoredSample*>& rows) const;
-  // The micro-batch's unnormalised loss from its scores; counts its tokens and metrics.
-  torch::Tensor loss_of(Prepared& p, const model::ScoreOutput& out);
+  // The micro-batch's unnormalised loss from its scores; counts its tokens and metrics into
+  // result_, its router statistics (MoE) into `router`.
+  torch::Tensor loss_of(Prepared& p, const model::ScoreOutput& out, model::MoeStats& router);
+  // MoE: the micro-batch's router loss, weighted as loss_of's terms (undefined when off); counts
+  // the statistics into `router`.
+  torch::Tensor router_loss(const Prepared& p, const model::MoeAuxLosses& aux,
+                            model::MoeStats& router) const;
   void run_micro_batch(const std::vector<const ScoredSample*>& rows);
   void run_prepared(Prepared& p);
   // Expert parallelism: a micro-batch that moves tokens through the exchanges (as the group's

@@ -499,17 +499,27 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
       std::vector<int64_t> lengths;
       for (int64_t i = first; i < end; ++i) lengths.push_back(demos.length(static_cast<size_t>(i)));
       std::vector<SequenceBatch> micro;
+      model::MoeStats router;  // this stage's layers
+      // The router losses (means over a micro-batch) weighted by its share of the tokens.
+      const auto router_loss = [&](int index, const model::MoeAuxLosses& aux) {
+        const int64_t tokens = micro[static_cast<size_t>(index)].num_completion_tokens;
+        router.add(aux, c.moe.aux_top1_only, tokens);
+        return c.moe.loss(aux) * (static_cast<double>(tokens) / total);
+      };
       pipe_stats = pipe->forward_backward(
           lengths,
           [&](const std::vector<int>& samples) {
             micro.push_back(demos.batch(samples, static_cast<size_t>(first)));
-            return dist::StageBatch{micro.back().tokens, micro.back().valid};
+            return dist::StageBatch{micro.back().tokens, micro.back().valid, {}};
           },
           [&](int index, const model::ScoreOutput& out) {
             const torch::Tensor& mask = micro[static_cast<size_t>(index)].completion;
-            return -(out.logprobs * mask.to(out.logprobs.device())).sum() / total;
-          });
+            torch::Tensor loss = -(out.logprobs * mask.to(out.logprobs.device())).sum() / total;
+            return out.moe ? loss + router_loss(index, *out.moe) : loss;
+          },
+          {}, router_loss);
       loss_value = pipe_stats.loss;
+      moe_stats = pipe->gather_router_stats(router);
     } else {
       if (dsv) dsv->begin_step();  // DSV: the predictors learn from the step's first micro-batch
       const auto train_micro = [&](const SequenceBatch& batch, const std::vector<size_t>& micro) {

@@ -138,7 +138,7 @@ std::optional<ResumedCheckpoint> resume_newest(const fs::path& run_dir, model::C
       // Everything is read and checked before the model changes (load_weights checks first).
       auto weights = model::read_safetensors_dir(it->dir);
       model::check_weights(model, weights, it->dir.string());
-      ResumedCheckpoint resumed{*it, read_trainer_state(it->dir), {}};
+      ResumedCheckpoint resumed{*it, read_trainer_state(it->dir), {}, {}};
       read_optimizer(it->dir, &resumed);
       model::load_sparse_attention(model, it->dir);  // checked whole before it changes the model
       model::load_weights(model, weights, it->dir.string());

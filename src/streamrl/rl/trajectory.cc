@@ -79,6 +79,9 @@ std::string encode_samples(const std::vector<ScoredSample>& samples) {
     w.put<double>(s.advantage);
     w.put<int32_t>(s.difficulty);
     w.put(s.ref_logprobs);
+    w.put(s.sample.routed_experts);  // MoE routing replay on the other stages
+    w.put<int32_t>(s.sample.routing_layers);
+    w.put<int32_t>(s.sample.routing_k);
   }
   return w.take();
 }
@@ -102,6 +105,9 @@ std::vector<ScoredSample> decode_samples(const std::string& bytes) {
     s.advantage = r.get<double>();
     s.difficulty = r.get<int32_t>();
     s.ref_logprobs = r.get_vector<float>();
+    s.sample.routed_experts = r.get_vector<int16_t>();
+    s.sample.routing_layers = r.get<int32_t>();
+    s.sample.routing_k = r.get<int32_t>();
     out.push_back(std::move(s));
   }
   if (!r.done()) throw RuntimeFailure("sample bytes have trailing data");
