@@ -93,10 +93,8 @@ planner::PipelineProfile measure_profile(model::CausalLM& lm) {
   const std::vector<double> b = planner::fit_relative_nonnegative(x1, x2, bwd);
   const double layers = static_cast<double>(lm->config().num_hidden_layers);
   planner::PipelineLayerProfile layer;
-  layer.forward_per_op_s = f[0] / layers, layer.forward_per_token_s = f[1] / layers;
-  layer.forward_per_token_sq_s = f[2] / layers;
-  layer.backward_per_op_s = b[0] / layers, layer.backward_per_token_s = b[1] / layers;
-  layer.backward_per_token_sq_s = b[2] / layers;
+  layer.set_terms(pipeline::OpKind::kForward, {f[0] / layers, f[1] / layers, f[2] / layers});
+  layer.set_terms(pipeline::OpKind::kBackward, {b[0] / layers, b[1] / layers, b[2] / layers});
   layer.activation_bytes_per_token = 34.0 * static_cast<double>(lm->config().hidden_size) * 2;
   planner::PipelineProfile p;
   p.layers.assign(static_cast<size_t>(lm->config().num_hidden_layers), layer);
@@ -156,12 +154,12 @@ json run_pipeline_pp2_worker(const BenchOptions& options, const std::string& out
   planner::PipelineProfile profile = measure_profile(lm);
   {
     planner::PipelineLayerProfile& l = profile.layers[0];
-    const std::vector<double> sums = world.all_reduce_sum(
-        {l.forward_per_op_s, l.forward_per_token_s, l.forward_per_token_sq_s, l.backward_per_op_s,
-         l.backward_per_token_s, l.backward_per_token_sq_s});
-    l.forward_per_op_s = sums[0] / pp, l.forward_per_token_s = sums[1] / pp;
-    l.forward_per_token_sq_s = sums[2] / pp, l.backward_per_op_s = sums[3] / pp;
-    l.backward_per_token_s = sums[4] / pp, l.backward_per_token_sq_s = sums[5] / pp;
+    for (const pipeline::OpKind kind : {pipeline::OpKind::kForward, pipeline::OpKind::kBackward}) {
+      std::array<double, 3> t = l.terms(kind);
+      const std::vector<double> sums = world.all_reduce_sum({t.begin(), t.end()});
+      for (size_t i = 0; i < t.size(); ++i) t[i] = sums[i] / pp;
+      l.set_terms(kind, t);
+    }
     profile.layers.assign(profile.layers.size(), l);
   }
   // Each rank times the link on its own clock: averaged too, or the ranks' plans could differ.

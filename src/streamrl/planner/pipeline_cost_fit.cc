@@ -160,14 +160,7 @@ PipelineProfile PipelineCostFit::apply(const PipelineProfile& profile,
            {pipeline::OpKind::kForward, pipeline::OpKind::kBackward}) {
         const std::array<double, kTerms> k = solve(&sums_[slot(s, c, kind)]);
         for (int l = first; l < end; ++l) {
-          PipelineLayerProfile& L = out.layers[l];
-          if (kind == pipeline::OpKind::kForward) {
-            L.forward_per_op_s = k[0] / layers, L.forward_per_token_s = k[1] / layers;
-            L.forward_per_token_sq_s = k[2] / layers;
-          } else {
-            L.backward_per_op_s = k[0] / layers, L.backward_per_token_s = k[1] / layers;
-            L.backward_per_token_sq_s = k[2] / layers;
-          }
+          out.layers[l].set_terms(kind, {k[0] / layers, k[1] / layers, k[2] / layers});
         }
       }
     }

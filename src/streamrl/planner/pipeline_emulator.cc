@@ -15,6 +15,25 @@ using pipeline::OpCosts;
 using pipeline::OpKind;
 using pipeline::Schedule;
 
+std::array<double, 3> PipelineLayerProfile::terms(OpKind kind) const {
+  if (kind == OpKind::kForward)
+    return {forward_per_op_s, forward_per_token_s, forward_per_token_sq_s};
+  return {backward_per_op_s, backward_per_token_s, backward_per_token_sq_s};
+}
+
+void PipelineLayerProfile::set_terms(OpKind kind, const std::array<double, 3>& t) {
+  if (kind == OpKind::kForward) {
+    forward_per_op_s = t[0], forward_per_token_s = t[1], forward_per_token_sq_s = t[2];
+  } else {
+    backward_per_op_s = t[0], backward_per_token_s = t[1], backward_per_token_sq_s = t[2];
+  }
+}
+
+double PipelineLayerProfile::seconds(OpKind kind, double tokens, double tokens_sq) const {
+  const std::array<double, 3> t = terms(kind);
+  return t[0] + t[1] * tokens + t[2] * tokens_sq;
+}
+
 PipelineProfile flops_pipeline_profile(const ModelShape& m, double flops_per_s, bool lm_head) {
   PipelineLayerProfile layer;
   layer.forward_per_token_s = 2 * m.layer_params() / flops_per_s;
@@ -56,10 +75,8 @@ pipeline::OpCosts pipeline_op_costs(const PipelineProfile& profile,
           const double t = static_cast<double>(micro_batches[m].tokens);
           const double t2 = static_cast<double>(micro_batches[m].tokens_sq);
           const int i = c.index(s, v, m);
-          c.forward_s[i] +=
-              L.forward_per_op_s + L.forward_per_token_s * t + L.forward_per_token_sq_s * t2;
-          c.backward_s[i] +=
-              L.backward_per_op_s + L.backward_per_token_s * t + L.backward_per_token_sq_s * t2;
+          c.forward_s[i] += L.seconds(OpKind::kForward, t, t2);
+          c.backward_s[i] += L.seconds(OpKind::kBackward, t, t2);
           c.activation_bytes[i] += L.activation_bytes_per_token * t;
         }
       }

@@ -11,6 +11,7 @@
 // links carry transfers concurrently (no contention), and compute does not slow while sending.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
@@ -33,6 +34,12 @@ struct PipelineLayerProfile {
   double backward_per_token_s = 0, backward_per_token_sq_s = 0;
   double activation_bytes_per_token = 0;  // kept from the forward until the backward
   double forward_per_op_s = 0, backward_per_op_s = 0;
+
+  // One direction's {per_op, per_token, per_token_sq}, for code that fits or averages them alike.
+  std::array<double, 3> terms(pipeline::OpKind kind) const;
+  void set_terms(pipeline::OpKind kind, const std::array<double, 3>& t);
+  // Seconds of one op in direction `kind` over `tokens` tokens whose squares sum to `tokens_sq`.
+  double seconds(pipeline::OpKind kind, double tokens, double tokens_sq) const;
 };
 
 struct PipelineProfile {

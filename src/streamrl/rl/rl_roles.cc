@@ -115,7 +115,8 @@ RlRoles RlRoles::set_up(const RlRunConfig& c) {
     r.group->broadcast_from_rank0(params);
     resumed = nlohmann::json::parse(r.group->broadcast_bytes_from_rank0(resumed.dump()));
     if (resumed.at("step").get<int64_t>() > 0 && ep > 1) {
-      ep_state = receive_expert_optimizer_state(*r.group, ep_states, ep, r.rank % ep);
+      const dist::ParallelLayout layout(r.group->world_size(), ep, r.group->rank());
+      ep_state = receive_expert_optimizer_state(*r.group, ep_states, ep, layout.ep_rank());
     } else if (resumed.at("step").get<int64_t>() > 0) {
       const std::string state =
           r.group->broadcast_bytes_from_rank0(r.lead ? optimizer_bytes(*r.optimizer) : "");
