@@ -58,8 +58,11 @@ void expect_same_curve(const std::string& dir, const std::string& name, int rank
     if (schedule == "1f1b") {
       EXPECT_EQ(pipe["schedule"], "1f1b") << pipe.dump();
       EXPECT_EQ(pipe["plan"], "") << pipe.dump();
+      EXPECT_FALSE(pipe["planned_ahead"].get<bool>());
     } else {
       EXPECT_NE(pipe["plan"], "") << pipe.dump();
+      // Every step after the first was planned while the one before it trained.
+      EXPECT_EQ(pipe["planned_ahead"].get<bool>(), piped[i]["step"].get<int>() > 1) << pipe.dump();
     }
   }
   EXPECT_TRUE(fs::exists(dir + "/runs/" + name + "/final/model.safetensors"));

@@ -69,7 +69,8 @@ TEST(PipelinePlanAhead, AsyncPlanEqualsSynchronousPlan) {
   }
 }
 
-// Options given with a batch replace the constructor's for that batch only.
+// Options and a profile given with a batch replace the constructor's for that batch only (a
+// trainer hands each batch the profile refitted so far).
 TEST(PipelinePlanAhead, PerBatchOptionsApplyToTheirBatch) {
   std::mt19937_64 rng(10);
   const PlanAheadSetup s = plan_ahead_setup(2, 1, /*deterministic=*/true);
@@ -86,6 +87,15 @@ TEST(PipelinePlanAhead, PerBatchOptionsApplyToTheirBatch) {
   EXPECT_NEAR(ahead.take(1).static_step_s, want1.static_step_s, 1e-12 * want1.static_step_s);
   EXPECT_NEAR(ahead.take(2).static_step_s, want2.static_step_s, 1e-12 * want2.static_step_s);
   EXPECT_NE(want1.static_step_s, want2.static_step_s);  // the two options differ in effect
+
+  PipelineProfile slower = s.profile;
+  for (PipelineLayerProfile& l : slower.layers) l.forward_per_token_s *= 3;
+  ahead.submit(3, lengths, std::nullopt, slower);
+  ahead.submit(4, lengths);
+  const PipelinePlan want3 = plan_pipeline(lengths, slower, s.partition, s.options, emulator);
+  EXPECT_NEAR(ahead.take(3).static_step_s, want3.static_step_s, 1e-12 * want3.static_step_s);
+  EXPECT_NEAR(ahead.take(4).static_step_s, want2.static_step_s, 1e-12 * want2.static_step_s);
+  EXPECT_GT(want3.static_step_s, 1.1 * want2.static_step_s);
 }
 
 // The caller "trains" (sleeps) well past the planning time before it asks: all of planning is

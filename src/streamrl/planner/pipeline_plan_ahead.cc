@@ -26,7 +26,8 @@ PipelinePlanAhead::~PipelinePlanAhead() {
 }
 
 void PipelinePlanAhead::submit(int64_t batch_id, std::vector<int64_t> lengths,
-                               std::optional<PipelinePlanOptions> options) {
+                               std::optional<PipelinePlanOptions> options,
+                               std::optional<PipelineProfile> profile) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (entries_.count(batch_id)) {
@@ -36,6 +37,7 @@ void PipelinePlanAhead::submit(int64_t batch_id, std::vector<int64_t> lengths,
     Entry& e = entries_[batch_id];
     e.lengths = std::move(lengths);
     e.options = options ? *options : options_;
+    e.profile = std::move(profile);
     queue_.push_back(batch_id);
   }
   work_cv_.notify_one();
@@ -52,12 +54,13 @@ void PipelinePlanAhead::worker() {
     Entry& e = entries_.at(id);
     const std::vector<int64_t> lengths = std::move(e.lengths);
     const PipelinePlanOptions options = e.options;
+    const std::optional<PipelineProfile> profile = std::move(e.profile);
     lock.unlock();
     const Clock::time_point start = Clock::now();
     PipelinePlan plan;
     std::exception_ptr error;
     try {
-      plan = plan_pipeline(lengths, profile_, partition_, options, emulator_);
+      plan = plan_pipeline(lengths, profile ? *profile : profile_, partition_, options, emulator_);
     } catch (...) {
       error = std::current_exception();
     }

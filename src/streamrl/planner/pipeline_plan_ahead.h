@@ -47,10 +47,12 @@ class PipelinePlanAhead {
   PipelinePlanAhead& operator=(const PipelinePlanAhead&) = delete;
 
   // Queues `lengths` for planning, with the constructor's options or `options` (e.g. a memory
-  // budget or token target of this batch's own). InputError when `batch_id` is already submitted
-  // and not yet taken. Input errors of the batch itself (e.g. no sequences) surface from take().
+  // budget or token target of this batch's own) and its profile or `profile` (e.g. one refitted
+  // to the steps run so far). InputError when `batch_id` is already submitted and not yet taken.
+  // Input errors of the batch itself (e.g. no sequences) surface from take().
   void submit(int64_t batch_id, std::vector<int64_t> lengths,
-              std::optional<PipelinePlanOptions> options = std::nullopt);
+              std::optional<PipelinePlanOptions> options = std::nullopt,
+              std::optional<PipelineProfile> profile = std::nullopt);
 
   // The plan of `batch_id`, waiting up to `timeout_s` (PlanAheadOptions::take_timeout_s when
   // negative). Throws InputError for a batch never submitted (or already taken), TimeoutError
@@ -68,6 +70,7 @@ class PipelinePlanAhead {
   struct Entry {
     std::vector<int64_t> lengths;
     PipelinePlanOptions options;
+    std::optional<PipelineProfile> profile;  // instead of profile_
     bool done = false;
     PipelinePlan plan;
     std::exception_ptr error;

@@ -1,5 +1,6 @@
 #include "streamrl/rl/pipeline_trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <limits>
 
@@ -66,6 +67,9 @@ PipelineTrainer::PipelineTrainer(model::CausalLM& model, dist::ProcessGroup& wor
       partition_(pipeline::partition_layers(layer_costs(prior_), config.pp, config.chunks)),
       fit_(partition_),
       stage_(model, world, config.pp, partition_) {
+  if (config.schedule == "dynamic") {
+    ahead_ = std::make_unique<planner::PipelinePlanAhead>(prior_, partition_, plan_options(1));
+  }
   const dist::PipelineLayout& l = layout();
   if (l.dp() > 1) {
     std::vector<int> ranks;
@@ -91,44 +95,84 @@ std::pair<int64_t, int64_t> PipelineTrainer::replica_rows(int64_t n) const {
   return {n * l.dp_rank() / l.dp(), n * (l.dp_rank() + 1) / l.dp()};
 }
 
+int PipelineTrainer::micro_batch_count(size_t sequences) const {
+  const int pp = config_.pp;
+  int count = config_.micro_batches > 0 ? config_.micro_batches : 2 * pp;
+  count = std::min<int>(count, static_cast<int>(sequences));
+  // The interleaved order runs full groups of pp micro-batches only.
+  if (config_.chunks > 1 && count > pp) count -= count % pp;
+  return count;
+}
+
+planner::PipelinePlanOptions PipelineTrainer::plan_options(int micro_batches) const {
+  planner::PipelinePlanOptions o;
+  o.token_cost = profile_.token_cost();
+  o.target_tokens = micro_batch_tokens_;
+  o.padded = true;  // StageBatch rows are padded to the micro-batch's longest
+  o.static_micro_batches = micro_batches;
+  // A candidate cap, not a clock: every stage must arrive at the same plan.
+  o.time_budget_s = std::numeric_limits<double>::infinity();
+  o.max_candidates_per_split = 8;
+  return o;
+}
+
+void PipelineTrainer::plan_ahead(const std::vector<int64_t>& lengths) {
+  if (!ahead_ || lengths.empty()) return;
+  ++ahead_id_;
+  ahead_->submit(ahead_id_, lengths, plan_options(micro_batch_count(lengths.size())), profile_);
+  ahead_pending_.emplace_back(ahead_id_, lengths);
+}
+
 PipelineStepStats PipelineTrainer::forward_backward(
     const std::vector<int64_t>& lengths,
     const std::function<dist::StageBatch(const std::vector<int>&)>& make,
     const dist::StageLoss& loss, const model::ScoreOptions& options,
     const dist::StageRouterLoss& router_loss) {
   PipelineStepStats stats;
-  const int pp = config_.pp, chunks = config_.chunks;
-  int count = config_.micro_batches > 0 ? config_.micro_batches : 2 * pp;
   std::vector<pipeline::MicroBatch> mbs;
   pipeline::Schedule schedule;
   if (!lengths.empty()) {
     const auto t0 = std::chrono::steady_clock::now();
-    count = std::min<int>(count, static_cast<int>(lengths.size()));
-    // The interleaved order runs full groups of pp micro-batches only.
-    if (chunks > 1 && count > pp) count -= count % pp;
+    const int count = micro_batch_count(lengths.size());
     if (config_.schedule == "1f1b") {
       // Grouped by length: the stages compute padded micro-batches.
       mbs = pipeline::split_static_grouped(lengths, count);
-      schedule = pipeline::interleaved_one_f_one_b(pp, chunks, static_cast<int>(mbs.size()));
+      schedule = pipeline::interleaved_one_f_one_b(config_.pp, config_.chunks,
+                                                   static_cast<int>(mbs.size()));
       stats.planned_step_s =
           emulator_.run(schedule, planner::pipeline_op_costs(profile_, partition_, mbs)).step_s;
     } else {
-      planner::PipelinePlanOptions o;
-      o.token_cost = profile_.token_cost();
-      o.target_tokens = micro_batch_tokens_;
-      o.padded = true;  // StageBatch rows are padded to the micro-batch's longest
-      o.static_micro_batches = count;
-      // A candidate cap, not a clock: every stage must arrive at the same plan.
-      o.time_budget_s = std::numeric_limits<double>::infinity();
-      o.max_candidates_per_split = 8;
-      const planner::PipelinePlan plan =
-          planner::plan_pipeline(lengths, profile_, partition_, o, emulator_);
+      planner::PipelinePlan plan;
+      // This batch's plan when plan_ahead() submitted it; batches submitted before it and never
+      // run are dropped (their planning errors with them), later ones kept.
+      const auto match = std::find_if(ahead_pending_.begin(), ahead_pending_.end(),
+                                      [&](const auto& p) { return p.second == lengths; });
+      const bool ahead = match != ahead_pending_.end();
+      if (ahead) {
+        for (auto it = ahead_pending_.begin(); it != match; ++it) {
+          try {
+            ahead_->take(it->first);
+          } catch (const std::exception&) {
+          }
+        }
+        const int64_t id = match->first;
+        ahead_pending_.erase(ahead_pending_.begin(), match + 1);
+        plan = ahead_->take(id);  // waits while it is still being planned
+        stats.plan_s = ahead_->timing(id)->planning_s;
+      }
+      stats.planned_ahead = ahead;
+      if (!ahead) {
+        plan =
+            planner::plan_pipeline(lengths, profile_, partition_, plan_options(count), emulator_);
+      }
       mbs = plan.micro_batches;
       schedule = plan.schedule;
       stats.plan = plan.split + " " + plan.candidate;
       stats.planned_step_s = plan.emulation.step_s;
     }
-    stats.plan_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    stats.plan_wait_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!stats.planned_ahead) stats.plan_s = stats.plan_wait_s;
     std::vector<dist::StageBatch> batches;
     for (const pipeline::MicroBatch& mb : mbs) batches.push_back(make(mb.samples));
     const auto t1 = std::chrono::steady_clock::now();

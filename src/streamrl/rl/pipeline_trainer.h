@@ -8,6 +8,7 @@
 
 #include <torch/torch.h>
 
+#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
@@ -17,6 +18,7 @@
 #include "streamrl/dist/pipeline_parallel.h"
 #include "streamrl/planner/pipeline_cost_fit.h"
 #include "streamrl/planner/pipeline_emulator.h"
+#include "streamrl/planner/pipeline_plan_ahead.h"
 
 namespace streamrl::rl {
 
@@ -49,9 +51,11 @@ struct PipelineStepStats {
   // The emulator's step time for it: nominal-rate seconds on the first step, then from the op
   // costs fitted to the steps run so far (planner::PipelineCostFit).
   double planned_step_s = 0;
-  double step_s = 0;  // wall time of this stage's ops (waits included)
-  double plan_s = 0;  // wall time spent planning
-  double loss = 0;    // the micro-batch losses summed over the world
+  double step_s = 0;           // wall time of this stage's ops (waits included)
+  double plan_s = 0;           // wall time the plan took to compute
+  double plan_wait_s = 0;      // of which the step waited for (all of it unless planned ahead)
+  bool planned_ahead = false;  // planned by plan_ahead() while the previous step ran
+  double loss = 0;             // the micro-batch losses summed over the world
 };
 
 class PipelineTrainer {
@@ -80,11 +84,21 @@ class PipelineTrainer {
       const std::function<dist::StageBatch(const std::vector<int>&)>& make,
       const dist::StageLoss& loss, const model::ScoreOptions& options = {},
       const dist::StageRouterLoss& router_loss = {});
+  // Dynamic schedule: starts planning a coming step's batch (this replica's `lengths`) on a
+  // background thread with the profile as it stands, so the plan is ready when
+  // forward_backward(lengths, ...) asks for it and planning leaves the critical path
+  // (PipeWeaver/DIP). Every rank calls it at the same point of its steps, so all plan alike; a
+  // step whose lengths differ plans on the spot. No-op under 1f1b or for no sequences.
+  void plan_ahead(const std::vector<int64_t>& lengths);
+
   // MoE models: router statistics of this step from every stage of the replica, each of its own
   // layers, merged into the whole model's (a collective over the replica). Dense: `stage`.
   model::MoeStats gather_router_stats(const model::MoeStats& stage);
 
  private:
+  int micro_batch_count(size_t sequences) const;  // the static schedule's count for a batch
+  planner::PipelinePlanOptions plan_options(int micro_batches) const;
+
   dist::ProcessGroup& world_;
   ParallelConfig config_;
   int64_t micro_batch_tokens_;
@@ -96,6 +110,10 @@ class PipelineTrainer {
   dist::PipelineStage stage_;
   std::unique_ptr<dist::ProcessGroup> replica_;  // this replica's stages; null with one replica
   planner::PipelineEmulator emulator_;           // its memo serves every batch
+  std::unique_ptr<planner::PipelinePlanAhead> ahead_;  // dynamic schedule: planning ahead
+  // Batches submitted to ahead_ and not yet run, oldest first: (id, lengths).
+  std::deque<std::pair<int64_t, std::vector<int64_t>>> ahead_pending_;
+  int64_t ahead_id_ = 0;
 };
 
 }  // namespace streamrl::rl

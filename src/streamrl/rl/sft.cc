@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <random>
 
 #include "streamrl/core/device.h"
@@ -473,17 +474,39 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
   // function of the step, so a resumed run sees exactly the batches the uninterrupted one would.
   telemetry::Progress progress("sft " + c.run.name, c.steps);
   double last_eval_acc = -1;
-  for (int64_t step = start_step; step < c.steps; ++step) {
-    const auto step_t0 = std::chrono::steady_clock::now();
+  struct Batch {
     Demos demos;
     std::vector<uint64_t> problems;
+  };
+  const auto batch_of = [&](int64_t step) {
+    Batch b;
     for (int i = 0; i < c.batch_size; ++i) {
       const uint64_t index = data.problem(static_cast<uint64_t>(step) * c.batch_size + i);
-      demos.add(encoder,
-                draw_training_problem(task, c.run.seed, index, c.data.max_difficulty, nullptr),
-                max_len);
-      problems.push_back(index);
+      b.demos.add(encoder,
+                  draw_training_problem(task, c.run.seed, index, c.data.max_difficulty, nullptr),
+                  max_len);
+      b.problems.push_back(index);
     }
+    return b;
+  };
+  // Pipeline stages: this replica's sequence lengths of a batch, what the planner splits.
+  const auto replica_lengths = [&](const Demos& demos) {
+    const auto [first, end] = pipe->replica_rows(static_cast<int64_t>(demos.prompts.size()));
+    std::vector<int64_t> lengths;
+    for (int64_t i = first; i < end; ++i) lengths.push_back(demos.length(static_cast<size_t>(i)));
+    return lengths;
+  };
+  std::optional<Batch> next;  // with pipeline stages: built a step early, to plan it ahead
+  for (int64_t step = start_step; step < c.steps; ++step) {
+    const auto step_t0 = std::chrono::steady_clock::now();
+    Batch batch = next ? std::move(*next) : batch_of(step);
+    next.reset();
+    if (pipe && step + 1 < c.steps) {  // the moe curriculum, which reorders data, is not here
+      next = batch_of(step + 1);
+      pipe->plan_ahead(replica_lengths(next->demos));
+    }
+    Demos& demos = batch.demos;
+    const std::vector<uint64_t>& problems = batch.problems;
     // Token-mean over the whole batch: each micro-batch adds its summed loss divided by the
     // batch's total trained tokens, so the split does not change the update.
     const int64_t total_tokens = demos.trained_tokens;
@@ -495,9 +518,7 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
     PipelineStepStats pipe_stats;
     if (pipe) {
       const double total = static_cast<double>(std::max<int64_t>(1, total_tokens));
-      const auto [first, end] = pipe->replica_rows(static_cast<int64_t>(demos.prompts.size()));
-      std::vector<int64_t> lengths;
-      for (int64_t i = first; i < end; ++i) lengths.push_back(demos.length(static_cast<size_t>(i)));
+      const int64_t first = pipe->replica_rows(static_cast<int64_t>(demos.prompts.size())).first;
       std::vector<SequenceBatch> micro;
       model::MoeStats router;  // this stage's layers
       // The router losses (means over a micro-batch) weighted by its share of the tokens.
@@ -507,7 +528,7 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
         return c.moe.loss(aux) * (static_cast<double>(tokens) / total);
       };
       pipe_stats = pipe->forward_backward(
-          lengths,
+          replica_lengths(demos),
           [&](const std::vector<int>& samples) {
             micro.push_back(demos.batch(samples, static_cast<size_t>(first)));
             return dist::StageBatch{micro.back().tokens, micro.back().valid, {}};
@@ -587,7 +608,9 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
                          {"wait_s", pipe_stats.run.wait_s},
                          {"step_s", pipe_stats.step_s},
                          {"planned_step_s", pipe_stats.planned_step_s},
-                         {"plan_s", pipe_stats.plan_s}};
+                         {"plan_s", pipe_stats.plan_s},
+                         {"plan_wait_s", pipe_stats.plan_wait_s},
+                         {"planned_ahead", pipe_stats.planned_ahead}};
     }
     if (c.eval_every > 0 && done % c.eval_every == 0 && done < c.steps &&
         (c.eval.n > 0 || c.eval_loss_n > 0)) {  // saved_model() gathers the experts
