@@ -67,9 +67,6 @@ PipelineTrainer::PipelineTrainer(model::CausalLM& model, dist::ProcessGroup& wor
       partition_(pipeline::partition_layers(layer_costs(prior_), config.pp, config.chunks)),
       fit_(partition_),
       stage_(model, world, config.pp, partition_) {
-  if (config.schedule == "dynamic") {
-    ahead_ = std::make_unique<planner::PipelinePlanAhead>(prior_, partition_, plan_options(1));
-  }
   const dist::PipelineLayout& l = layout();
   if (l.dp() > 1) {
     std::vector<int> ranks;
@@ -117,9 +114,12 @@ planner::PipelinePlanOptions PipelineTrainer::plan_options(int micro_batches) co
 }
 
 void PipelineTrainer::plan_ahead(const std::vector<int64_t>& lengths) {
-  if (!ahead_ || lengths.empty()) return;
+  if (config_.schedule != "dynamic" || lengths.empty()) return;
+  const planner::PipelinePlanOptions options = plan_options(micro_batch_count(lengths.size()));
+  // Its thread starts with the first batch handed over (train never plans ahead).
+  if (!ahead_) ahead_ = std::make_unique<planner::PipelinePlanAhead>(profile_, partition_, options);
   ++ahead_id_;
-  ahead_->submit(ahead_id_, lengths, plan_options(micro_batch_count(lengths.size())), profile_);
+  ahead_->submit(ahead_id_, lengths, options, profile_);
   ahead_pending_.emplace_back(ahead_id_, lengths);
 }
 
@@ -147,8 +147,8 @@ PipelineStepStats PipelineTrainer::forward_backward(
       // run are dropped (their planning errors with them), later ones kept.
       const auto match = std::find_if(ahead_pending_.begin(), ahead_pending_.end(),
                                       [&](const auto& p) { return p.second == lengths; });
-      const bool ahead = match != ahead_pending_.end();
-      if (ahead) {
+      stats.planned_ahead = match != ahead_pending_.end();
+      if (stats.planned_ahead) {
         for (auto it = ahead_pending_.begin(); it != match; ++it) {
           try {
             ahead_->take(it->first);
@@ -159,9 +159,7 @@ PipelineStepStats PipelineTrainer::forward_backward(
         ahead_pending_.erase(ahead_pending_.begin(), match + 1);
         plan = ahead_->take(id);  // waits while it is still being planned
         stats.plan_s = ahead_->timing(id)->planning_s;
-      }
-      stats.planned_ahead = ahead;
-      if (!ahead) {
+      } else {
         plan =
             planner::plan_pipeline(lengths, profile_, partition_, plan_options(count), emulator_);
       }
