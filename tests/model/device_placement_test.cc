@@ -11,20 +11,21 @@ namespace streamrl::model {
 namespace {
 
 TEST(DevicePlacement, GenericCachedAttentionMatchesTheCpuKernel) {
-  // Head sizes 32, 64 and 128 run the kernel's fixed-size copies, 8 its generic one.
+  // Head sizes 32, 64 and 128 run the kernel's fixed-size copies, 8 its generic one; lengths past
+  // 16 and not a multiple of it take the blocked path (AVX-512) and its tail.
   for (const int64_t hd : {8, 32, 64, 128}) {
     SCOPED_TRACE(hd);
     torch::manual_seed(3);
-    const int64_t S = 3, Hkv = 2, H = 4, T = 16, N = 5;
+    const int64_t S = 3, Hkv = 2, H = 4, T = 48, N = 5;
     auto k = torch::randn({S, Hkv, T, hd}), v = torch::randn({S, Hkv, T, hd});
     auto q = torch::randn({N, H, hd});
     auto slots = torch::tensor({0, 2, 1, 2, 0}, torch::kLong);
-    auto lens = torch::tensor({1, 16, 7, 3, 9}, torch::kLong);
+    auto lens = torch::tensor({1, 16, 47, 33, 9}, torch::kLong);
     const torch::Tensor kernel = decode_attention(q, k, v, slots, lens, 0.35);
     // float64 is not the kernel's dtype, so this takes the generic path, computed exactly.
     const torch::Tensor generic =
         decode_attention(q.to(torch::kDouble), k.to(torch::kDouble), v.to(torch::kDouble), slots,
-                         lens, 0.35, /*max_len=*/16);
+                         lens, 0.35, /*max_len=*/47);
     EXPECT_LT((generic.to(torch::kFloat32) - kernel).abs().max().item<double>(), 1e-5);
     // Without max_len it reads lens.max() itself.
     const torch::Tensor again = decode_attention(q.to(torch::kDouble), k.to(torch::kDouble),

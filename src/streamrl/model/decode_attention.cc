@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <numeric>
 #include <vector>
@@ -14,17 +15,75 @@
 namespace streamrl::model {
 namespace {
 
+#pragma GCC diagnostic ignored "-Wpsabi"  // Vec16 passes between inlined helpers only
+// 16 floats as one vector (GCC's vector extension): one AVX-512 register, for the kernels built
+// for AVX-512 (the helpers inline into them).
+typedef float Vec16 __attribute__((vector_size(64)));
+__attribute__((always_inline)) inline Vec16 load16(const float* p) {
+  Vec16 x;
+  std::memcpy(&x, p, sizeof x);  // unaligned
+  return x;
+}
+
+// Lane r of the result: the sum of p[r]'s sixteen lanes. Four rounds each halve the vectors,
+// adding the two halves of every lane group of a pair (the classic transpose-and-add), which keeps
+// lane order: 15 shuffle pairs and adds for sixteen sums instead of a full reduction each.
+__attribute__((always_inline)) inline Vec16 sum_each(Vec16 (&p)[16]) {
+  typedef int Mask16 __attribute__((vector_size(64)));
+  const Mask16 lo[4] = {{0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23},
+                        {0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27},
+                        {0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29},
+                        {0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30}};
+  const Mask16 hi[4] = {{8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31},
+                        {4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31},
+                        {2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31},
+                        {1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31}};
+  int n = 16;
+#pragma GCC unroll 4
+  for (int round = 0; round < 4; ++round) {
+    n /= 2;
+    for (int i = 0; i < n; ++i) {
+      p[i] = __builtin_shuffle(p[2 * i], p[2 * i + 1], lo[round]) +
+             __builtin_shuffle(p[2 * i], p[2 * i + 1], hi[round]);
+    }
+  }
+  return p[0];
+}
+
 // One sequence's attention for the G query heads that share a kv head: every key row is read once
 // for all G of them (GQA); the values, once per head from cache. q [G, hd], k and v [len, hd] rows,
 // w scratch [G, len], out [G, hd] accumulated into (zeroed). HD > 0 fixes the head size at compile
 // time, so the hd-long loops unroll and the output rows stay in registers across keys; HD = 0 reads
 // it from `hd`.
-template <int HD>
+template <int HD, bool Wide>
 __attribute__((always_inline)) inline void attend_body(const float* q, const float* k,
                                                        const float* v, int64_t len, int64_t hd,
                                                        int64_t G, float sc, float* w, float* out) {
   const int64_t d = HD > 0 ? HD : hd;
-  for (int64_t l = 0; l < len; ++l) {
+  int64_t done = 0;  // keys scored by the blocked path
+  if constexpr (Wide && HD > 0 && HD % 16 == 0) {
+    // Sixteen keys at a time: each key's products with the query as whole vectors, then one
+    // transposing reduction for all sixteen sums (a reduction per key cost more than its dot).
+    constexpr int kVectors = HD / 16;
+    done = len - len % 16;
+    for (int64_t g = 0; g < G; ++g) {
+      Vec16 qv[kVectors];
+      for (int j = 0; j < kVectors; ++j) qv[j] = load16(q + g * d + 16 * j);
+      for (int64_t l = 0; l < done; l += 16) {
+        Vec16 p[16];
+#pragma GCC unroll 16
+        for (int r = 0; r < 16; ++r) {
+          const float* kl = k + (l + r) * d;
+          p[r] = qv[0] * load16(kl);
+#pragma GCC unroll 8
+          for (int j = 1; j < kVectors; ++j) p[r] += qv[j] * load16(kl + 16 * j);
+        }
+        const Vec16 sums = sum_each(p) * sc;
+        std::memcpy(w + g * len + l, &sums, sizeof sums);
+      }
+    }
+  }
+  for (int64_t l = done; l < len; ++l) {
     const float* kl = k + l * d;
     for (int64_t g = 0; g < G; ++g) {
       const float* qg = q + g * d;
@@ -45,27 +104,48 @@ __attribute__((always_inline)) inline void attend_body(const float* q, const flo
     for (int64_t l = 0; l < len; ++l) wg[l] *= inv;
   }
   for (int64_t g = 0; g < G; ++g) {
-    float acc[HD > 0 ? HD : 1];
-    float* o = HD > 0 ? acc : out + g * d;
-    if constexpr (HD > 0) std::fill(acc, acc + HD, 0.0f);
     const float* wg = w + g * len;
-    for (int64_t l = 0; l < len; ++l) {
-      const float* vl = v + l * d;
-      const float a = wg[l];
-      for (int64_t i = 0; i < d; ++i) o[i] += a * vl[i];
+    if constexpr (Wide && HD > 0 && HD % 16 == 0) {
+      // The output row as HD / 16 whole vectors, named so that they stay in registers across
+      // the keys (an array of floats was spilled to the stack and reloaded for every key).
+      constexpr int kVectors = HD / 16;
+      Vec16 acc[kVectors] = {};
+      for (int64_t l = 0; l < len; ++l) {
+        const float* vl = v + l * d;
+        const float a = wg[l];
+#pragma GCC unroll 8
+        for (int j = 0; j < kVectors; ++j) acc[j] += a * load16(vl + 16 * j);
+      }
+      std::memcpy(out + g * d, acc, sizeof acc);
+    } else {
+      float acc[HD > 0 ? HD : 1];
+      float* o = HD > 0 ? acc : out + g * d;
+      if constexpr (HD > 0) std::fill(acc, acc + HD, 0.0f);
+      for (int64_t l = 0; l < len; ++l) {
+        const float* vl = v + l * d;
+        const float a = wg[l];
+        for (int64_t i = 0; i < d; ++i) o[i] += a * vl[i];
+      }
+      if constexpr (HD > 0) std::copy(acc, acc + HD, out + g * d);
     }
-    if constexpr (HD > 0) std::copy(acc, acc + HD, out + g * d);
   }
 }
 
-// The loop nest as whole functions compiled for AVX2 and baseline x86-64 (the loader picks one
-// per CPU), so the inner loops inline and vectorise (-ffast-math lets them reassociate; see
-// CMake) instead of costing a call per key per head. Common head sizes get their own copies.
+// The loop nest as whole functions, so the inner loops inline and vectorise (-ffast-math lets
+// them reassociate; see CMake) instead of costing a call per key per head; common head sizes get
+// their own copies. Each is compiled for AVX-512 (16-float vectors are registers: the blocked
+// paths of attend_body), and for AVX2 and baseline x86-64 without them (there GCC would build
+// 16-float shuffles lane by lane, several times slower); attend_for picks per CPU.
 #define STREAMRL_ATTEND(NAME, HD)                                                         \
+  __attribute__((target("arch=x86-64-v4"))) void NAME##_avx512(                           \
+      const float* q, const float* k, const float* v, int64_t len, int64_t hd, int64_t G, \
+      float sc, float* w, float* out) {                                                   \
+    attend_body<HD, true>(q, k, v, len, hd, G, sc, w, out);                               \
+  }                                                                                       \
   __attribute__((target_clones("avx2", "default"))) void NAME(                            \
       const float* q, const float* k, const float* v, int64_t len, int64_t hd, int64_t G, \
       float sc, float* w, float* out) {                                                   \
-    attend_body<HD>(q, k, v, len, hd, G, sc, w, out);                                     \
+    attend_body<HD, false>(q, k, v, len, hd, G, sc, w, out);                              \
   }
 STREAMRL_ATTEND(attend_any, 0)
 STREAMRL_ATTEND(attend_32, 32)
@@ -73,18 +153,25 @@ STREAMRL_ATTEND(attend_64, 64)
 STREAMRL_ATTEND(attend_128, 128)
 #undef STREAMRL_ATTEND
 
+bool has_avx512() {
+  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+  return yes;
+}
+
 using AttendFn = void (*)(const float*, const float*, const float*, int64_t, int64_t, int64_t,
                           float, float*, float*);
 AttendFn attend_for(int64_t hd) {
+  const bool wide = has_avx512();
   switch (hd) {
     case 32:
-      return attend_32;
+      return wide ? attend_32_avx512 : attend_32;
     case 64:
-      return attend_64;
+      return wide ? attend_64_avx512 : attend_64;
     case 128:
-      return attend_128;
+      return wide ? attend_128_avx512 : attend_128;
     default:
-      return attend_any;
+      return wide ? attend_any_avx512 : attend_any;
   }
 }
 
