@@ -8,8 +8,8 @@
 namespace streamrl::model {
 namespace {
 
-// One row, compiled for AVX2 and baseline x86-64 so the loop vectorises (exp from libmvec under
-// -ffast-math). The exponent is capped, so a very negative gate gives 0, not 0 * inf.
+// One row, compiled for AVX-512, AVX2 and baseline x86-64 so the loop vectorises (exp from libmvec
+// under -ffast-math). The exponent is capped, so a very negative gate gives 0, not 0 * inf.
 __attribute__((target_clones("arch=x86-64-v4", "avx2", "default"))) void swiglu_row(
     const float* gate, const float* up, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
