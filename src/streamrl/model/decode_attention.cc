@@ -60,11 +60,13 @@ __attribute__((always_inline)) inline void attend_body(const float* q, const flo
                                                        const float* v, int64_t len, int64_t hd,
                                                        int64_t G, float sc, float* w, float* out) {
   const int64_t d = HD > 0 ? HD : hd;
+  // Wide: the 16-float-vector paths, for head sizes that are whole vectors.
+  constexpr bool kBlocked = Wide && HD > 0 && HD % 16 == 0;
+  constexpr int kVectors = kBlocked ? HD / 16 : 1;
   int64_t done = 0;  // keys scored by the blocked path
-  if constexpr (Wide && HD > 0 && HD % 16 == 0) {
+  if constexpr (kBlocked) {
     // Sixteen keys at a time: each key's products with the query as whole vectors, then one
     // transposing reduction for all sixteen sums (a reduction per key cost more than its dot).
-    constexpr int kVectors = HD / 16;
     done = len - len % 16;
     for (int64_t g = 0; g < G; ++g) {
       Vec16 qv[kVectors];
@@ -105,10 +107,9 @@ __attribute__((always_inline)) inline void attend_body(const float* q, const flo
   }
   for (int64_t g = 0; g < G; ++g) {
     const float* wg = w + g * len;
-    if constexpr (Wide && HD > 0 && HD % 16 == 0) {
+    if constexpr (kBlocked) {
       // The output row as HD / 16 whole vectors, named so that they stay in registers across
       // the keys (an array of floats was spilled to the stack and reloaded for every key).
-      constexpr int kVectors = HD / 16;
       Vec16 acc[kVectors] = {};
       for (int64_t l = 0; l < len; ++l) {
         const float* vl = v + l * d;
@@ -154,7 +155,9 @@ STREAMRL_ATTEND(attend_128, 128)
 #undef STREAMRL_ATTEND
 
 bool has_avx512() {
+  // Every extension of x86-64-v4, the level those copies are built for.
   static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512cd") &&
                           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
   return yes;
 }
