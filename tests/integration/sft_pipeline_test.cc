@@ -78,6 +78,9 @@ TEST(SftPipeline, StagesAndReplicasFollowOneProcess) {
   expect_same_curve(dir, "pp2_static", 2,
                     {"train.steps=4", "parallel.pp=2", "parallel.pp_schedule=1f1b"}, "1f1b");
   expect_same_curve(dir, "dp2_pp2", 4, {"train.steps=4", "parallel.pp=2"}, "dynamic");
+  // Layers cut by the model's shape instead of their timed cost: the same update either way.
+  expect_same_curve(dir, "pp2_flops", 2,
+                    {"train.steps=4", "parallel.pp=2", "parallel.pp_partition=flops"}, "dynamic");
 }
 
 // The tiny MoE with router losses on, 3 steps of 8 sequences.
@@ -169,6 +172,11 @@ TEST(SftPipeline, BadParallelConfigIsOneLine) {
   auto r = run_streamrl({"sft", "--config", dir + "/sft.yaml", "parallel.pp_schedule=gpipe"});
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("parallel.pp_schedule must be dynamic or 1f1b"), std::string::npos)
+      << r.output;
+  r = run_streamrl({"sft", "--config", dir + "/sft.yaml", "parallel.pp_partition=count"});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("parallel.pp_partition must be measured or flops, got 'count'"),
+            std::string::npos)
       << r.output;
   // One process or three ranks cannot form replicas of two stages.
   r = run_streamrl({"sft", "--config", dir + "/sft.yaml", "parallel.pp=2"});

@@ -1,10 +1,14 @@
 #include "streamrl/rl/pipeline_trainer.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
+#include <cmath>
 #include <limits>
 
 #include "streamrl/core/errors.h"
+#include "streamrl/core/log.h"
+#include "streamrl/model/layer_timing.h"
 #include "streamrl/model/model_config.h"
 #include "streamrl/pipeline/micro_batches.h"
 #include "streamrl/planner/model_shape.h"
@@ -17,6 +21,7 @@ void ParallelConfig::read(const core::Config& parallel) {
   parallel.get("pp_chunks", chunks);
   parallel.get("pp_schedule", schedule);
   parallel.get("pp_micro_batches", micro_batches);
+  parallel.get("pp_partition", partition);
   if (pp < 1) throw InputError("parallel.pp must be >= 1, got " + std::to_string(pp));
   if (chunks < 1)
     throw InputError("parallel.pp_chunks must be >= 1, got " + std::to_string(chunks));
@@ -24,6 +29,9 @@ void ParallelConfig::read(const core::Config& parallel) {
     throw InputError("parallel.pp_schedule must be dynamic or 1f1b, got '" + schedule + "'");
   }
   if (micro_batches < 0) throw InputError("parallel.pp_micro_batches must be >= 0");
+  if (partition != "measured" && partition != "flops") {
+    throw InputError("parallel.pp_partition must be measured or flops, got '" + partition + "'");
+  }
   parallel.get("ep", ep);
   parallel.get("ep_chunks", ep_chunks);
   if (ep < 1) throw InputError("parallel.ep must be >= 1");
@@ -44,6 +52,39 @@ planner::PipelineProfile flops_profile(const model::ModelConfig& c) {
   return p;
 }
 
+planner::PipelineProfile measured_profile(planner::PipelineProfile prior, model::CausalLM& model,
+                                          dist::ProcessGroup& world, int64_t micro_batch_tokens) {
+  const int layers = static_cast<int>(model->config().num_hidden_layers);
+  if (static_cast<int>(prior.layers.size()) != layers) {
+    throw InputError("measured_profile: the profile has " + std::to_string(prior.layers.size()) +
+                     " layers, the model " + std::to_string(layers));
+  }
+  // Rows of RL's typical length; the cost terms keep the prior's shape (per token, per token^2),
+  // scaled to what was measured at this shape.
+  const int64_t row_tokens = std::max<int64_t>(
+      1, std::min<int64_t>({64, micro_batch_tokens, model->config().max_position_embeddings}));
+  const int64_t rows = std::max<int64_t>(1, micro_batch_tokens / row_tokens);
+  const model::LayerSeconds timed = model::time_layers(model, rows, row_tokens, /*repeats=*/5);
+  std::vector<double> seconds = timed.forward;
+  seconds.insert(seconds.end(), timed.backward.begin(), timed.backward.end());
+  seconds = world.all_reduce_sum(seconds);
+  const double tokens = static_cast<double>(rows * row_tokens);
+  const double tokens_sq = static_cast<double>(rows) * row_tokens * row_tokens;
+  for (int l = 0; l < layers; ++l) {
+    planner::PipelineLayerProfile& layer = prior.layers[static_cast<size_t>(l)];
+    for (const pipeline::OpKind kind : {pipeline::OpKind::kForward, pipeline::OpKind::kBackward}) {
+      const size_t at = static_cast<size_t>(l + (kind == pipeline::OpKind::kForward ? 0 : layers));
+      const double measured = seconds[at] / world.world_size();
+      const double modelled = layer.seconds(kind, tokens, tokens_sq);
+      if (!(measured > 0) || !std::isfinite(measured) || !(modelled > 0)) continue;
+      std::array<double, 3> terms = layer.terms(kind);
+      for (double& t : terms) t *= measured / modelled;
+      layer.set_terms(kind, terms);
+    }
+  }
+  return prior;
+}
+
 namespace {
 
 std::vector<double> layer_costs(const planner::PipelineProfile& p) {
@@ -62,7 +103,9 @@ PipelineTrainer::PipelineTrainer(model::CausalLM& model, dist::ProcessGroup& wor
       micro_batch_tokens_(micro_batch_tokens),
       moe_layers_(static_cast<size_t>(
           model->config().moe_layers_before(model->config().num_hidden_layers))),
-      prior_(std::move(profile)),
+      prior_(config.partition == "measured"
+                 ? measured_profile(std::move(profile), model, world, micro_batch_tokens)
+                 : std::move(profile)),
       profile_(prior_),
       partition_(pipeline::partition_layers(layer_costs(prior_), config.pp, config.chunks)),
       fit_(partition_),
@@ -72,6 +115,22 @@ PipelineTrainer::PipelineTrainer(model::CausalLM& model, dist::ProcessGroup& wor
     std::vector<int> ranks;
     for (int s = 0; s < l.pp; ++s) ranks.push_back(l.rank_of_stage(s));
     replica_ = world.subgroup(ranks, "pp-replica-" + std::to_string(l.dp_rank()));
+  }
+  if (world.rank() == 0) {
+    std::string cut;
+    for (int v = 0; v + 1 < static_cast<int>(partition_.boundaries.size()); ++v) {
+      cut += " [" + std::to_string(partition_.boundaries[static_cast<size_t>(v)]) + ", " +
+             std::to_string(partition_.boundaries[static_cast<size_t>(v) + 1]) + ")";
+    }
+    const std::vector<double> costs = partition_.virtual_stage_costs(layer_costs(prior_));
+    double total = 0;
+    for (double x : costs) total += x;
+    std::string shares;
+    for (double x : costs) {
+      shares += (shares.empty() ? "" : " / ") + std::to_string(std::lround(100 * x / total)) + "%";
+    }
+    SLOG(kInfo) << "pipeline: layers of each virtual stage" << cut << ", " << shares << " of the "
+                << config_.partition << " cost";
   }
 }
 

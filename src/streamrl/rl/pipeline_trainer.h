@@ -28,6 +28,9 @@ struct ParallelConfig {
   int chunks = 1;                    // parallel.pp_chunks: model chunks per stage (interleaved)
   std::string schedule = "dynamic";  // parallel.pp_schedule: "dynamic" or "1f1b" (static)
   int micro_batches = 0;             // parallel.pp_micro_batches: the static count (0: 2 * pp)
+  // parallel.pp_partition: "measured" cuts the layers by their timed cost on this machine (every
+  // rank times every layer at start-up, the ranks average); "flops" by the model's shape alone.
+  std::string partition = "measured";
   // parallel.ep (MoE models, pp = 1): expert parallelism; each group of ep ranks splits every MoE
   // layer's experts and trades tokens by all-to-all (dist/expert_parallel.h).
   int ep = 1;
@@ -42,6 +45,12 @@ struct ParallelConfig {
 // Per-layer costs from the model's shape (FLOPs at a nominal rate; the LM head counted in the
 // last layer): the same on every rank, so the replicas' stages partition and plan alike.
 planner::PipelineProfile flops_profile(const model::ModelConfig& config);
+
+// `prior` with each layer's forward and backward terms rescaled to the seconds that layer took on
+// a micro-batch of about `micro_batch_tokens` tokens (model::time_layers), averaged over `world`
+// so that every rank partitions and plans alike. A collective: every rank calls it.
+planner::PipelineProfile measured_profile(planner::PipelineProfile prior, model::CausalLM& model,
+                                          dist::ProcessGroup& world, int64_t micro_batch_tokens);
 
 struct PipelineStepStats {
   dist::PipelineRunStats run;
@@ -66,6 +75,7 @@ class PipelineTrainer {
                   int64_t micro_batch_tokens, planner::PipelineProfile profile);
 
   const dist::PipelineLayout& layout() const { return stage_.layout(); }
+  const pipeline::Partition& partition() const { return partition_; }
   // This replica's rows [first, second) of a batch of n sequences.
   std::pair<int64_t, int64_t> replica_rows(int64_t n) const;
   // `bytes` from every stage of this rank's replica, in stage order: a collective over the replica
@@ -102,8 +112,10 @@ class PipelineTrainer {
   dist::ProcessGroup& world_;
   ParallelConfig config_;
   int64_t micro_batch_tokens_;
-  size_t moe_layers_;                 // the model's MoE layers (0: dense)
-  planner::PipelineProfile prior_;    // from FLOPs: partitions, plans the first step
+  size_t moe_layers_;  // the model's MoE layers (0: dense)
+  // From FLOPs, rescaled to measured layer times (pp_partition: measured): partitions, plans
+  // the first step.
+  planner::PipelineProfile prior_;
   planner::PipelineProfile profile_;  // prior_ refitted to the ops measured so far
   pipeline::Partition partition_;
   planner::PipelineCostFit fit_;
