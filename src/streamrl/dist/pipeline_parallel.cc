@@ -109,6 +109,8 @@ PipelineRunStats PipelineStage::run(const pipeline::Schedule& schedule,
   };
   std::map<std::pair<int, int>, Live> live;  // (micro-batch, chunk) between forward and backward
   PipelineRunStats stats;
+  // The losses summed where they are (a device's would synchronise on every .item()), read once.
+  Tensor loss_sum = torch::zeros({}, torch::TensorOptions(act.device()).dtype(torch::kFloat64));
   const auto peer = [&](int virtual_stage) {
     return layout_.rank_of_stage(schedule.stage_of(virtual_stage));
   };
@@ -132,12 +134,12 @@ PipelineRunStats PipelineStage::run(const pipeline::Schedule& schedule,
           b.tokens, b.valid, l.input, partition_.boundaries[v], partition_.boundaries[v + 1], o);
       if (v == vs - 1) {
         l.loss = loss(m, out.score);
-        stats.loss += l.loss.item<double>();
+        loss_sum += l.loss.detach();
       } else {
         l.output = out.hidden;
         world_.send(out.hidden, peer(v + 1), tag(m, v, vs, false));
         if (out.moe && router_loss) l.router = router_loss(m, *out.moe);
-        if (l.router.defined()) stats.loss += l.router.item<double>();
+        if (l.router.defined()) loss_sum += l.router.detach();
       }
       const double seconds = since(t);
       stats.compute_s += seconds;
@@ -179,6 +181,7 @@ PipelineRunStats PipelineStage::run(const pipeline::Schedule& schedule,
                      std::to_string(live.size()) + " forwards without their backward");
   }
   world_.wait_sends();
+  stats.loss = loss_sum.item<double>();
   return stats;
 }
 
