@@ -113,14 +113,21 @@ TEST(SftExpertParallel, ShardedExpertsFollowTheSameRanksWithoutThem) {
   // loss follows step 3's update, which reads the restored moments).
   const std::vector<std::string> ckpt = {"parallel.ep=2", "checkpoint.every=2", "checkpoint.keep=4",
                                          "run.resume=true"};
-  ASSERT_NO_FATAL_FAILURE(run_ranks(dir, "ep2_resume", 2, ckpt));
+  const auto interrupted_and_resumed = [&](const std::string& name, int ranks,
+                                           const std::string& baseline) {
+    ASSERT_NO_FATAL_FAILURE(run_ranks(dir, name, ranks, ckpt));
+    const std::string run = dir + "/runs/" + name;
+    for (const char* f : {"optimizer_ep0.pt", "optimizer_ep1.pt", "model.safetensors"}) {
+      EXPECT_TRUE(fs::exists(run + "/checkpoints/step_2/" + f)) << f;
+    }
+    fs::remove_all(run + "/checkpoints/step_3");
+    fs::remove_all(run + "/final");
+    expect_same_curve(dir, name, ranks, ckpt, "", baseline);
+  };
+  interrupted_and_resumed("ep2_resume", 2, "dp2");
+  // Ranks 0 and 2 hold expert rank 0's state, 1 and 3 expert rank 1's: each gets its own.
+  interrupted_and_resumed("dp2_ep2_resume", 4, "dp4");
   const std::string run = dir + "/runs/ep2_resume";
-  for (const char* f : {"optimizer_ep0.pt", "optimizer_ep1.pt", "model.safetensors"}) {
-    EXPECT_TRUE(fs::exists(run + "/checkpoints/step_2/" + f)) << f;
-  }
-  fs::remove_all(run + "/checkpoints/step_3");
-  fs::remove_all(run + "/final");
-  expect_same_curve(dir, "ep2_resume", 2, ckpt, "", "dp2");
   // Another expert parallelism cannot continue those optimizer files: one line, nothing trained.
   fs::remove_all(run + "/checkpoints/step_3");
   auto r = run_streamrl(

@@ -225,13 +225,31 @@ std::string receive_expert_optimizer_state(dist::ProcessGroup& group,
     throw InputError("an expert-parallel checkpoint needs " + std::to_string(ep) +
                      " optimizer states, got " + count);
   }
-  std::string mine;
-  for (int e = 0; e < ep; ++e) {  // one broadcast per expert rank: each rank keeps its own
-    std::string bytes =
-        group.broadcast_bytes_from_rank0(lead ? states[static_cast<size_t>(e)] : std::string());
-    if (e == ep_rank) mine = std::move(bytes);
+  // Each rank receives its own expert rank's state only (a broadcast of all of them would move
+  // ep times the bytes to every rank): rank 0 learns who holds which expert rank, then sends.
+  const std::vector<std::string> holders = group.all_gather_bytes(std::to_string(ep_rank));
+  constexpr int kSizeTag = 9001, kBytesTag = 9002;
+  const auto u8 = torch::TensorOptions().dtype(torch::kUInt8);
+  if (!lead) {
+    const int64_t size =
+        group.recv({1}, torch::TensorOptions().dtype(torch::kLong), 0, kSizeTag).item<int64_t>();
+    if (size == 0) return {};
+    const torch::Tensor bytes = group.recv({size}, u8, 0, kBytesTag);
+    return std::string(reinterpret_cast<const char*>(bytes.data_ptr<uint8_t>()),
+                       static_cast<size_t>(size));
   }
-  return mine;
+  for (int r = 1; r < group.world_size(); ++r) {
+    const std::string& state =
+        states[static_cast<size_t>(std::stoi(holders[static_cast<size_t>(r)]))];
+    group.send(torch::tensor({static_cast<int64_t>(state.size())}, torch::kLong), r, kSizeTag);
+    if (state.empty()) continue;
+    // A view of the string, not a copy: `states` outlives the wait_sends() below.
+    group.send(
+        torch::from_blob(const_cast<char*>(state.data()), {static_cast<int64_t>(state.size())}, u8),
+        r, kBytesTag);
+  }
+  group.wait_sends();
+  return states[static_cast<size_t>(ep_rank)];
 }
 
 void check_checkpoint_parallelism(const fs::path& run_dir, int ep) {
