@@ -42,6 +42,14 @@ planner::PipelineProfile qwen_like_profile(const planner::ModelShape& m,
       planner::flops_pipeline_profile(m, a.bf16_tflops * 1e12 * mfu, /*lm_head=*/false);
   p.link_bytes_per_s = a.nvlink_gb_s * 1e9 / 2;  // one direction of the NVLink figure
   p.link_latency_s = 20e-6;
+  // However few its tokens, a layer's op streams its weights from memory (the forward once, the
+  // backward twice: input and weight gradients): the roofline floor that makes ever smaller
+  // sub-micro-batches stop paying.
+  const double weight_read_s = m.layer_params() * m.bytes_per_param / (a.hbm_tb_s * 1e12);
+  for (planner::PipelineLayerProfile& l : p.layers) {
+    l.forward_per_op_s = weight_read_s;
+    l.backward_per_op_s = 2 * weight_read_s;
+  }
   return p;
 }
 
@@ -109,7 +117,7 @@ nlohmann::json run_pipeline_bench(const BenchOptions& options) {
     // 1. Synchronous: every batch planned on one emulator (memo kept), timed.
     planner::PipelineEmulator emulator;
     std::vector<double> static_s, dynamic_s, speedup, static_bubble, dynamic_bubble, wall_s,
-        budget_gb;
+        budget_gb, plan_tokens;
     std::map<std::string, int> splits, schedules;
     for (const std::vector<int64_t>& lengths : workload) {
       const planner::PipelinePlanOptions o = options_for(lengths);
@@ -123,6 +131,10 @@ nlohmann::json run_pipeline_bench(const BenchOptions& options) {
       static_bubble.push_back(plan.static_bubble_ratio);
       dynamic_bubble.push_back(plan.emulation.bubble_ratio);
       budget_gb.push_back(o.activation_budget_bytes / 1e9);
+      int64_t tokens = 0;
+      for (const pipeline::MicroBatch& mb : plan.micro_batches) tokens += mb.tokens;
+      plan_tokens.push_back(static_cast<double>(tokens) /
+                            static_cast<double>(plan.micro_batches.size()));
       ++splits[plan.split], ++schedules[plan.schedule.name];
     }
 
@@ -158,6 +170,7 @@ nlohmann::json run_pipeline_bench(const BenchOptions& options) {
         {"chunks", V},
         {"layers_per_virtual_stage", static_cast<double>(model.layers) / (P * V)},
         {"static_micro_batches", static_count},
+        {"dynamic_tokens_per_micro_batch", spread_json(plan_tokens)},
         {"static_step_s", spread_json(static_s)},
         {"dynamic_step_s", spread_json(dynamic_s)},
         {"dynamic_speedup", spread_json(speedup)},
@@ -188,7 +201,9 @@ nlohmann::json run_pipeline_bench(const BenchOptions& options) {
         {"mfu", mfu},
         {"forward_s_per_token_per_layer", per_token},
         {"link_gb_s", profile.link_bytes_per_s / 1e9},
-        {"note", "per-layer costs from FLOPs at peak x MFU; embedding and LM head left out"}}},
+        {"note",
+         "per-layer costs from FLOPs at peak x MFU, each op at least its weights' read from HBM "
+         "(backward twice); embedding and LM head left out"}}},
       {"workload",
        {{"task", tasks::default_task_name()},
         {"problems_per_batch", problems},

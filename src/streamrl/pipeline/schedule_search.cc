@@ -57,13 +57,42 @@ SearchResult search_schedule(const OpCosts& costs, const SearchOptions& options,
   consider(std::move(given_schedule), given, "given");
   consider_order(longest, "longest_first");
   consider_order(shortest, "shortest_first");
+  // The P - 1 shortest fill the pipeline, then the rest longest first: the long micro-batches
+  // start early without the first stages' fill waiting on them.
+  std::vector<int> fill_then_longest(shortest.begin(), shortest.begin() + std::min(P - 1, M));
+  fill_then_longest.insert(fill_then_longest.end(), longest.begin(),
+                           longest.end() - std::min(P - 1, M));
+  if (best.candidates < options.max_candidates) {
+    consider_order(fill_then_longest, "fill_then_longest");
+  }
+  // Short at both ends, long in the middle: short fill and drain.
+  std::vector<int> sandwich(M);
+  for (int i = 0; i < M; ++i) {
+    const int at = i / 2;
+    sandwich[static_cast<size_t>(i % 2 == 0 ? at : M - 1 - at)] = shortest[static_cast<size_t>(i)];
+  }
+  if (best.candidates < options.max_candidates) consider_order(sandwich, "sandwich");
+  // Then, within the budget, the best order so far with two micro-batches swapped (a hill
+  // climb: a good order's neighbours beat random permutations of many micro-batches), every
+  // third candidate a random permutation instead.
   std::mt19937_64 rng(options.seed);
   std::vector<int> order = given;
-  while (best.candidates < options.max_candidates &&
-         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() <
-             options.time_budget_s) {
-    std::shuffle(order.begin(), order.end(), rng);
-    consider_order(order, "random");
+  for (int i = 0; best.candidates < options.max_candidates &&
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() <
+                      options.time_budget_s;
+       ++i) {
+    if (best.order.empty() || M < 2 || i % 3 == 2) {
+      std::shuffle(order.begin(), order.end(), rng);
+      consider_order(order, "random");
+      continue;
+    }
+    std::vector<int> swapped = best.order;
+    std::uniform_int_distribution<int> at(0, M - 1);
+    const int a = at(rng);
+    int b = at(rng);
+    if (b == a) b = (a + 1) % M;
+    std::swap(swapped[static_cast<size_t>(a)], swapped[static_cast<size_t>(b)]);
+    consider_order(swapped, "swap");
   }
   return best;
 }

@@ -39,6 +39,11 @@ PipelinePlan plan_pipeline(const std::vector<int64_t>& lengths, const PipelinePr
   split.target_tokens = std::max<int64_t>(1, options.target_tokens / 2);
   splits.emplace_back("balanced_fine", shaped(pipeline::split_balanced(lengths, split)));
   if (options.padded) splits.emplace_back("sorted_fine", pipeline::split_sorted(lengths, split));
+  // Finer still: more micro-batches shorten the fill and drain where per-op costs allow.
+  split.target_tokens = std::max<int64_t>(1, options.target_tokens / 4);
+  splits.emplace_back("balanced_finer", shaped(pipeline::split_balanced(lengths, split)));
+  split.target_tokens = std::max<int64_t>(1, options.target_tokens / 8);
+  splits.emplace_back("balanced_finest", shaped(pipeline::split_balanced(lengths, split)));
   splits.emplace_back("static", std::move(fixed));
 
   pipeline::SearchOptions search;

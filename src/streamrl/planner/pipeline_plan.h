@@ -19,7 +19,7 @@ namespace streamrl::planner {
 
 struct PipelinePlanOptions {
   pipeline::TokenCost token_cost;      // what the balanced split evens out
-  int64_t target_tokens = 4096;        // per sub-micro-batch; a second split tries half of it
+  int64_t target_tokens = 4096;        // per sub-micro-batch; finer splits try 1/2, 1/4, 1/8
   int64_t max_tokens = 0;              // activation cap per sub-micro-batch, tokens (0: none)
   int static_micro_batches = 0;        // the baseline's fixed count (0: 2 * stages)
   double activation_budget_bytes = 0;  // per stage (0: none); the baseline is held to it too
@@ -36,9 +36,11 @@ struct PipelinePlan {
   std::vector<pipeline::MicroBatch> micro_batches;
   pipeline::Schedule schedule;
   PipelineEmulation emulation;  // of `schedule` on `micro_batches`
-  std::string split;            // "balanced", "balanced_fine", "sorted", "sorted_fine" or "static"
-  std::string candidate;        // pipeline::SearchResult::candidate
-  int candidates = 0;           // schedules evaluated over all splits
+  // "balanced", "sorted", "balanced_fine", "sorted_fine" (half the target), "balanced_finer",
+  // "balanced_finest" (a quarter, an eighth) or "static"
+  std::string split;
+  std::string candidate;  // pipeline::SearchResult::candidate
+  int candidates = 0;     // schedules evaluated over all splits
   // The baseline: static split, static (interleaved) 1F1B order, emulated. A baseline over the
   // memory budget is still reported, but only plans within it are chosen.
   double static_step_s = 0;
