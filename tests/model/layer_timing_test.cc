@@ -6,21 +6,15 @@
 
 #include <cmath>
 
+#include "../tiny_model.h"
 #include "streamrl/core/errors.h"
 
 namespace streamrl::model {
 namespace {
 
 ModelConfig three_layers() {
-  ModelConfig c;
-  c.vocab_size = 50;
-  c.hidden_size = 32;
-  c.intermediate_size = 64;
+  ModelConfig c = testing_util::tiny_model_config(/*vocab_size=*/50, /*max_positions=*/64);
   c.num_hidden_layers = 3;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.head_dim = 8;
-  c.max_position_embeddings = 64;
   return c;
 }
 

@@ -75,7 +75,6 @@ class PipelineTrainer {
                   int64_t micro_batch_tokens, planner::PipelineProfile profile);
 
   const dist::PipelineLayout& layout() const { return stage_.layout(); }
-  const pipeline::Partition& partition() const { return partition_; }
   // This replica's rows [first, second) of a batch of n sequences.
   std::pair<int64_t, int64_t> replica_rows(int64_t n) const;
   // `bytes` from every stage of this rank's replica, in stage order: a collective over the replica
