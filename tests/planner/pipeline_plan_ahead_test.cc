@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -67,6 +68,38 @@ TEST(PipelinePlanAhead, AsyncPlanEqualsSynchronousPlan) {
     }
     EXPECT_EQ(ahead.pending(), 0u);
   }
+}
+
+// A trainer knows the batch it is about to run by its lengths: take_matching() returns that
+// batch's plan, drops the batches submitted before it (they will not run), keeps later ones,
+// and leaves everything pending when nothing matches.
+TEST(PipelinePlanAhead, TakeMatchingDropsOnlyEarlierBatches) {
+  std::mt19937_64 rng(12);
+  const PlanAheadSetup s = plan_ahead_setup(2, 1, /*deterministic=*/true);
+  PipelinePlanAhead ahead(s.profile, s.partition, s.options);
+  PipelineEmulator emulator;
+  std::vector<std::vector<int64_t>> batches;
+  for (int64_t id = 1; id <= 3; ++id) {
+    batches.push_back(pipeline::test_inputs::long_tailed_lengths(rng, 32));
+    ahead.submit(id, batches.back());
+  }
+  std::vector<int64_t> other = batches[0];
+  other.push_back(7);
+  EXPECT_FALSE(ahead.take_matching(other).has_value());
+  EXPECT_EQ(ahead.pending(), 3u);
+
+  int64_t id = 0;
+  const std::optional<PipelinePlan> got = ahead.take_matching(batches[1], &id);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(id, 2);
+  const PipelinePlan want = plan_pipeline(batches[1], s.profile, s.partition, s.options, emulator);
+  EXPECT_EQ(got->schedule.ops, want.schedule.ops);
+  EXPECT_EQ(ahead.pending(), 1u);  // batch 1 dropped, batch 3 kept
+  EXPECT_THROW(ahead.take(1), InputError);
+  EXPECT_FALSE(ahead.take_matching(batches[0]).has_value());
+  ASSERT_TRUE(ahead.take_matching(batches[2], &id).has_value());
+  EXPECT_EQ(id, 3);
+  EXPECT_EQ(ahead.pending(), 0u);
 }
 
 // Options and a profile given with a batch replace the constructor's for that batch only (a

@@ -41,4 +41,9 @@ torch::ScalarType compute_dtype(const std::string& dtype, const torch::Device& d
   return torch::kBFloat16;
 }
 
+void synchronize(const torch::Device& device) {
+  // A device's work is asynchronous: reading one element waits for it.
+  if (!device.is_cpu()) torch::zeros({1}, torch::TensorOptions().device(device)).cpu();
+}
+
 }  // namespace streamrl::core

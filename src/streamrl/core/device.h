@@ -21,4 +21,8 @@ torch::ScalarType compute_dtype(const std::string& dtype, const torch::Device& d
 // Checks a `model.dtype` name without a device (config validation). InputError when unknown.
 void check_dtype_name(const std::string& dtype, const std::string& what = "model.dtype");
 
+// Waits for the work queued on `device` (a no-op on the CPU, whose work is synchronous): timers
+// around device work call it on both sides.
+void synchronize(const torch::Device& device);
+
 }  // namespace streamrl::core

@@ -3,15 +3,11 @@
 #include <algorithm>
 #include <chrono>
 
+#include "streamrl/core/device.h"
 #include "streamrl/core/errors.h"
 
 namespace streamrl::model {
 namespace {
-
-void synchronize(torch::Device device) {
-  // A device's work is asynchronous: reading one element waits for it.
-  if (!device.is_cpu()) torch::zeros({1}, torch::TensorOptions().device(device)).cpu();
-}
 
 double least(const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); }
 
@@ -49,20 +45,20 @@ LayerSeconds time_layers(CausalLM& model, int64_t rows, int64_t row_tokens, int 
                     .requires_grad_(true);
         inputs.push_back(input);
       }
-      synchronize(device);
+      core::synchronize(device);
       auto t = std::chrono::steady_clock::now();
       const StageOutput out = model->score_layers(tokens, valid, input, l, l + 1);
-      synchronize(device);
+      core::synchronize(device);
       const double forward_s = since(t);
       const torch::Tensor y = l == layers - 1 ? out.score.logprobs.sum() : out.hidden.sum();
       double backward_s = 0;  // 0 with every weight frozen: no backward to time
       if (y.requires_grad()) {
-        synchronize(device);
+        core::synchronize(device);
         t = std::chrono::steady_clock::now();
         // Gradients returned rather than accumulated: the parameters' .grad stays untouched.
         torch::autograd::grad({y}, inputs, {}, /*retain_graph=*/false, /*create_graph=*/false,
                               /*allow_unused=*/true);
-        synchronize(device);
+        core::synchronize(device);
         backward_s = since(t);
       }
       if (r < 0) continue;

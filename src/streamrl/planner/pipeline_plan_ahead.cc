@@ -39,6 +39,7 @@ void PipelinePlanAhead::submit(int64_t batch_id, std::vector<int64_t> lengths,
     e.options = options ? *options : options_;
     e.profile = std::move(profile);
     queue_.push_back(batch_id);
+    submitted_.push_back(batch_id);
   }
   work_cv_.notify_one();
 }
@@ -52,7 +53,7 @@ void PipelinePlanAhead::worker() {
     queue_.pop_front();
     // std::map nodes are stable, and an entry is erased only once done, so this stays valid.
     Entry& e = entries_.at(id);
-    const std::vector<int64_t> lengths = std::move(e.lengths);
+    const std::vector<int64_t> lengths = e.lengths;
     const PipelinePlanOptions options = e.options;
     const std::optional<PipelineProfile> profile = std::move(e.profile);
     lock.unlock();
@@ -92,6 +93,7 @@ PipelinePlan PipelinePlanAhead::take(int64_t batch_id, double timeout_s) {
   const Clock::time_point returned = Clock::now();
   Entry e = std::move(it->second);
   entries_.erase(it);
+  submitted_.erase(std::find(submitted_.begin(), submitted_.end(), batch_id));
   const auto seconds = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
   PlanAheadTiming t;
   t.planning_s = seconds(e.end - e.start);
@@ -100,6 +102,31 @@ PipelinePlan PipelinePlanAhead::take(int64_t batch_id, double timeout_s) {
   timings_[batch_id] = t;
   if (e.error) std::rethrow_exception(e.error);
   return std::move(e.plan);
+}
+
+std::optional<PipelinePlan> PipelinePlanAhead::take_matching(const std::vector<int64_t>& lengths,
+                                                             int64_t* batch_id, double timeout_s) {
+  std::vector<int64_t> earlier;
+  std::optional<int64_t> match;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (int64_t id : submitted_) {
+      if (entries_.at(id).lengths == lengths) {
+        match = id;
+        break;
+      }
+      earlier.push_back(id);
+    }
+  }
+  if (!match) return std::nullopt;
+  for (int64_t id : earlier) {
+    try {
+      take(id, timeout_s);
+    } catch (const std::exception&) {  // a batch that will not run: its error does not matter
+    }
+  }
+  if (batch_id) *batch_id = *match;
+  return take(*match, timeout_s);
 }
 
 std::optional<PlanAheadTiming> PipelinePlanAhead::timing(int64_t batch_id) const {

@@ -60,6 +60,13 @@ class PipelinePlanAhead {
   // rethrows whatever plan_pipeline threw. The batch is forgotten once taken, its timing kept.
   PipelinePlan take(int64_t batch_id, double timeout_s = -1);
 
+  // For a caller that knows the batch it is about to run only by its lengths: the plan of the
+  // oldest pending batch submitted with exactly `lengths` (waiting as take() does), after dropping
+  // every batch submitted before it (their plans and errors discarded: they will not run).
+  // nullopt, dropping nothing, when no pending batch matches. `batch_id` gets the match's id.
+  std::optional<PipelinePlan> take_matching(const std::vector<int64_t>& lengths,
+                                            int64_t* batch_id = nullptr, double timeout_s = -1);
+
   // The timing of a taken batch (nullopt when not taken yet).
   std::optional<PlanAheadTiming> timing(int64_t batch_id) const;
   // Batches submitted and not yet taken.
@@ -68,7 +75,7 @@ class PipelinePlanAhead {
  private:
   using Clock = std::chrono::steady_clock;
   struct Entry {
-    std::vector<int64_t> lengths;
+    std::vector<int64_t> lengths;  // kept for take_matching()
     PipelinePlanOptions options;
     std::optional<PipelineProfile> profile;  // instead of profile_
     bool done = false;
@@ -87,7 +94,8 @@ class PipelinePlanAhead {
 
   mutable std::mutex mu_;
   std::condition_variable work_cv_, done_cv_;
-  std::deque<int64_t> queue_;
+  std::deque<int64_t> queue_;      // submitted, not started
+  std::deque<int64_t> submitted_;  // submitted, not taken, oldest first
   std::map<int64_t, Entry> entries_;
   std::map<int64_t, PlanAheadTiming> timings_;
   bool stop_ = false;

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "streamrl/core/errors.h"
 #include "streamrl/core/log.h"
@@ -179,7 +180,6 @@ void PipelineTrainer::plan_ahead(const std::vector<int64_t>& lengths) {
   if (!ahead_) ahead_ = std::make_unique<planner::PipelinePlanAhead>(profile_, partition_, options);
   ++ahead_id_;
   ahead_->submit(ahead_id_, lengths, options, profile_);
-  ahead_pending_.emplace_back(ahead_id_, lengths);
 }
 
 PipelineStepStats PipelineTrainer::forward_backward(
@@ -201,27 +201,17 @@ PipelineStepStats PipelineTrainer::forward_backward(
       stats.planned_step_s =
           emulator_.run(schedule, planner::pipeline_op_costs(profile_, partition_, mbs)).step_s;
     } else {
-      planner::PipelinePlan plan;
-      // This batch's plan when plan_ahead() submitted it; batches submitted before it and never
-      // run are dropped (their planning errors with them), later ones kept.
-      const auto match = std::find_if(ahead_pending_.begin(), ahead_pending_.end(),
-                                      [&](const auto& p) { return p.second == lengths; });
-      stats.planned_ahead = match != ahead_pending_.end();
-      if (stats.planned_ahead) {
-        for (auto it = ahead_pending_.begin(); it != match; ++it) {
-          try {
-            ahead_->take(it->first);
-          } catch (const std::exception&) {
-          }
-        }
-        const int64_t id = match->first;
-        ahead_pending_.erase(ahead_pending_.begin(), match + 1);
-        plan = ahead_->take(id);  // waits while it is still being planned
-        stats.plan_s = ahead_->timing(id)->planning_s;
-      } else {
-        plan =
-            planner::plan_pipeline(lengths, profile_, partition_, plan_options(count), emulator_);
-      }
+      // This batch's plan when plan_ahead() submitted it (batches submitted before it and never
+      // run are dropped, later ones kept); else planned here.
+      int64_t id = 0;
+      std::optional<planner::PipelinePlan> ahead =
+          ahead_ ? ahead_->take_matching(lengths, &id) : std::nullopt;
+      stats.planned_ahead = ahead.has_value();
+      if (stats.planned_ahead) stats.plan_s = ahead_->timing(id)->planning_s;
+      const planner::PipelinePlan plan =
+          ahead ? std::move(*ahead)
+                : planner::plan_pipeline(lengths, profile_, partition_, plan_options(count),
+                                         emulator_);
       mbs = plan.micro_batches;
       schedule = plan.schedule;
       stats.plan = plan.split + " " + plan.candidate;

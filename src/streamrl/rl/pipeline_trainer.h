@@ -8,7 +8,6 @@
 
 #include <torch/torch.h>
 
-#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
@@ -122,8 +121,6 @@ class PipelineTrainer {
   std::unique_ptr<dist::ProcessGroup> replica_;  // this replica's stages; null with one replica
   planner::PipelineEmulator emulator_;           // its memo serves every batch
   std::unique_ptr<planner::PipelinePlanAhead> ahead_;  // from the first plan_ahead() call
-  // Batches submitted to ahead_ and not yet run, oldest first: (id, lengths).
-  std::deque<std::pair<int64_t, std::vector<int64_t>>> ahead_pending_;
   int64_t ahead_id_ = 0;
 };
 

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "streamrl/core/device.h"
 #include "streamrl/core/errors.h"
 #include "streamrl/core/stats.h"
 #include "streamrl/sparse/block_sparse_attention.h"
@@ -11,17 +12,12 @@
 namespace streamrl::sparse {
 namespace {
 
-void synchronize(torch::Device device) {
-  // A device's work is asynchronous: reading one element waits for it.
-  if (!device.is_cpu()) torch::zeros({1}, torch::TensorOptions().device(device)).cpu();
-}
-
 template <class F>
 double seconds(torch::Device device, F&& f) {
-  synchronize(device);
+  core::synchronize(device);
   const auto t0 = std::chrono::steady_clock::now();
   f();
-  synchronize(device);
+  core::synchronize(device);
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
