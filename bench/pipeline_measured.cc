@@ -17,6 +17,7 @@
 #include "streamrl/pipeline/micro_batches.h"
 #include "streamrl/planner/pipeline_cost_fit.h"
 #include "streamrl/planner/pipeline_plan.h"
+#include "streamrl/planner/pipeline_step_calibration.h"
 #include "streamrl/tasks/split.h"
 #include "streamrl/tasks/task.h"
 
@@ -177,8 +178,12 @@ json run_pipeline_pp2_worker(const BenchOptions& options, const std::string& out
   // stage. Each round is predicted from rounds before it, never fitted to its own ops.
   const planner::PipelineProfile microbenchmark = profile;
   planner::PipelineCostFit fit(partition);
+  // Stages sharing this host's cores and memory slow each other while both compute, so the
+  // fitted op costs under-predict schedules with few bubbles and over-predict those with many;
+  // the calibration learns that from the steps (planner::PipelineStepCalibration).
+  planner::PipelineStepCalibration calibration;
 
-  const int rounds_n = options.quick ? 2 : 8, problems = options.quick ? 16 : 48;
+  const int rounds_n = options.quick ? 3 : 8, problems = options.quick ? 16 : 48;
   // The static baseline's fixed count, tuned to this workload: 8P micro-batches (6 sequences
   // each at PP = 2). The emulated half's 2P made micro-batches of 24 sequences padded to the
   // longest here, 10-30x slower than any split below: too weak a baseline to be worth quoting.
@@ -190,11 +195,12 @@ json run_pipeline_pp2_worker(const BenchOptions& options, const std::string& out
     const bool fitted = r > 0;
     const pipeline::TokenCost token_cost = profile.token_cost();
     planner::PipelineCostFit round_ops(partition);
+    std::vector<std::pair<planner::PipelineEmulation, double>> round_steps;  // fitted rounds
     const auto run_variant = [&](const std::string& name, const std::vector<int64_t>& lengths,
                                  const std::vector<pipeline::MicroBatch>& mbs,
                                  const pipeline::Schedule& schedule) {
       const auto emulated = [&](const planner::PipelineProfile& p) {
-        return emulator.run(schedule, planner::pipeline_op_costs(p, partition, mbs)).step_s;
+        return emulator.run(schedule, planner::pipeline_op_costs(p, partition, mbs));
       };
       std::vector<dist::StageBatch> batches;
       for (const auto& mb : mbs) batches.push_back(make_batch(lengths, mb.samples, mc.vocab_size));
@@ -226,12 +232,20 @@ json run_pipeline_pp2_worker(const BenchOptions& options, const std::string& out
       const double replay = emulator.run(schedule, measured).step_s;
       rounds.add(name + "_emulator_error_measured_ops", std::abs(replay - step) / step);
       rounds.add(name + "_step_s", step);
-      const double micro = emulated(microbenchmark);
+      const double micro = emulated(microbenchmark).step_s;
       rounds.add(name + "_emulator_error_microbenchmark", std::abs(micro - step) / step);
       if (fitted) {
-        const double e = emulated(profile);
+        const planner::PipelineEmulation emulation = emulated(profile);
+        const double e = emulation.step_s;
         rounds.add(name + "_emulated_step_s", e);
-        rounds.add(name + "_emulator_error", std::abs(e - step) / step);
+        rounds.add(name + "_emulator_error_uncalibrated", std::abs(e - step) / step);
+        // Calibrated by the steps of earlier fitted rounds (none before round 2).
+        if (calibration.observations() > 0) {
+          const double c = calibration.step_s(emulation);
+          rounds.add(name + "_calibrated_step_s", c);
+          rounds.add(name + "_emulator_error", std::abs(c - step) / step);
+        }
+        round_steps.emplace_back(emulation, step);
         // The profile's part: its op seconds against the measured, signed.
         double predicted_s = 0, measured_s = 0;
         for (size_t i = 0; i < n; ++i) {
@@ -287,6 +301,10 @@ json run_pipeline_pp2_worker(const BenchOptions& options, const std::string& out
     fit.decay(planner::PipelineCostFit::kKeepPerStep);
     fit.merge(world.all_reduce_sum(round_ops.sums()));
     profile = fit.apply(microbenchmark);
+    // The calibration learns how the steps ran against their emulation from this profile;
+    // round 0's microbenchmark emulation says nothing about the fitted profile's.
+    if (!round_steps.empty()) calibration.decay(planner::PipelineCostFit::kKeepPerStep);
+    for (const auto& [emulation, step] : round_steps) calibration.add(emulation, step);
   }
   json out = rounds.to_json();
   out["load"] = rounds.load_json();
@@ -319,11 +337,16 @@ json run_pipeline_pp2_worker(const BenchOptions& options, const std::string& out
   // The speed-up in two parts: the token-cost split (in 1F1B order), then the searched order.
   out["split_speedup"] = rounds.ratio("static_step_s", "split_only_step_s");
   out["order_speedup"] = rounds.ratio("split_only_step_s", "dynamic_step_s");
-  // Headline: each round predicted by the profile fitted to the rounds before it (round 0 has
-  // none). Beside it, the same rounds emulated from the microbenchmark profile alone.
+  // Headline: each round predicted by the profile fitted to the rounds before it and the step
+  // calibration learnt from them (rounds 0 and 1 have none). Beside it, the profile alone, and
+  // the same rounds emulated from the microbenchmark profile.
   out["emulator_relative_error"] = {{"static", rounds.summary("static_emulator_error")},
                                     {"split_only", rounds.summary("split_only_emulator_error")},
                                     {"dynamic", rounds.summary("dynamic_emulator_error")}};
+  out["emulator_relative_error_uncalibrated"] = {
+      {"static", rounds.summary("static_emulator_error_uncalibrated")},
+      {"split_only", rounds.summary("split_only_emulator_error_uncalibrated")},
+      {"dynamic", rounds.summary("dynamic_emulator_error_uncalibrated")}};
   out["emulator_relative_error_measured_ops"] = {
       {"static", rounds.summary("static_emulator_error_measured_ops")},
       {"split_only", rounds.summary("split_only_emulator_error_measured_ops")},
@@ -333,7 +356,9 @@ json run_pipeline_pp2_worker(const BenchOptions& options, const std::string& out
                                       {"dynamic", rounds.summary("dynamic_op_seconds_error")}};
   out["emulator_error_note"] =
       "emulator_relative_error: each round predicted by the profile fitted to the rounds before "
-      "it (emulator and profile together); emulator_relative_error_measured_ops: each step's "
+      "it and the step calibration (measured / emulated as a line in the emulated busy share) "
+      "learnt from them; emulator_relative_error_uncalibrated: the fitted profile alone "
+      "(emulator and profile together); emulator_relative_error_measured_ops: each step's "
       "schedule emulated on the op seconds that step measured (the emulator alone); "
       "op_seconds_relative_error: the fitted profile's op seconds against the measured, signed "
       "(load drifting between rounds moves it both ways)";

@@ -145,10 +145,14 @@ TEST_F(BenchCli, PipelineComparesStaticAndDynamicPlansAndPlansAhead) {
   EXPECT_EQ(m["stages"], 2);
   for (const char* v : {"static", "split_only", "dynamic"}) {
     const std::string k = v;
-    EXPECT_EQ(m[k + "_step_s"]["values"].size(), 2u) << m.dump();
+    EXPECT_EQ(m[k + "_step_s"]["values"].size(), 3u) << m.dump();
     EXPECT_GT(m[k + "_step_s"]["min"].get<double>(), 0) << k;
     EXPECT_GT(m[k + "_emulated_step_s"]["min"].get<double>(), 0) << k;
+    // Round 1 predicted by the fitted profile, round 2 by it and the step calibration too.
+    EXPECT_EQ(m[k + "_emulated_step_s"]["values"].size(), 2u) << k;
+    EXPECT_EQ(m[k + "_calibrated_step_s"]["values"].size(), 1u) << k;
     EXPECT_GE(m["emulator_relative_error"][k]["min"].get<double>(), 0) << k;
+    EXPECT_GE(m["emulator_relative_error_uncalibrated"][k]["min"].get<double>(), 0) << k;
     // Replaying a step's own op seconds leaves out only what runs between ops: never half of it.
     EXPECT_LT(m["emulator_relative_error_measured_ops"][k]["min"].get<double>(), 0.5) << k;
     EXPECT_GE(m[k + "_bubble_ratio"]["min"].get<double>(), 0) << k;

@@ -52,6 +52,7 @@ void expect_same_curve(const std::string& dir, const std::string& name, int rank
     if (schedule.empty()) continue;
     const nlohmann::json& pipe = piped[i]["pipeline"];
     EXPECT_GT(pipe["planned_step_s"].get<double>(), 0) << pipe.dump();
+    EXPECT_GT(pipe["predicted_step_s"].get<double>(), 0) << pipe.dump();
     EXPECT_GT(pipe["step_s"].get<double>(), 0) << pipe.dump();
     // The dynamic planner may pick the static order among its candidates (it does once the
     // measured per-op cost of a tiny model favours few micro-batches); 1f1b never plans.

@@ -139,6 +139,13 @@ double PipelineCostFit::observations(int stage, int chunk, pipeline::OpKind kind
   return sums_[slot(stage, chunk, kind)];
 }
 
+bool PipelineCostFit::fitted(double min_observations) const {
+  for (size_t i = 0; i < sums_.size(); i += kSums) {
+    if (sums_[i] < min_observations) return false;
+  }
+  return true;
+}
+
 PipelineProfile PipelineCostFit::apply(const PipelineProfile& profile,
                                        double min_observations) const {
   if (partition_.boundaries.empty() ||
@@ -148,9 +155,7 @@ PipelineProfile PipelineCostFit::apply(const PipelineProfile& profile,
         " layers, the partition covers " +
         std::to_string(partition_.boundaries.empty() ? 0 : partition_.boundaries.back()));
   }
-  for (size_t i = 0; i < sums_.size(); i += kSums) {
-    if (sums_[i] < min_observations) return profile;
-  }
+  if (!fitted(min_observations)) return profile;
   PipelineProfile out = profile;
   for (int s = 0; s < partition_.stages; ++s) {
     for (int c = 0; c < partition_.chunks; ++c) {

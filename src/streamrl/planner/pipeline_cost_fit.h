@@ -41,6 +41,9 @@ class PipelineCostFit {
   // Observations (decayed) of a virtual stage's ops in one direction.
   double observations(int stage, int chunk, pipeline::OpKind kind) const;
 
+  // Whether every virtual stage and direction has at least `min_observations` (apply() fits).
+  bool fitted(double min_observations = 3) const;
+
   // Once every virtual stage and direction has at least `min_observations`: `profile` with each
   // virtual stage's layers replaced by its fit, spread evenly over them (activation bytes and
   // link figures kept). Before that, `profile` unchanged: a mix of fitted and prior costs would

@@ -190,6 +190,8 @@ PipelineStepStats PipelineTrainer::forward_backward(
   PipelineStepStats stats;
   std::vector<pipeline::MicroBatch> mbs;
   pipeline::Schedule schedule;
+  planner::PipelineEmulation emulation;
+  const bool fitted = fit_.fitted();  // else the emulation is of the prior: nothing to calibrate
   if (!lengths.empty()) {
     const auto t0 = std::chrono::steady_clock::now();
     const int count = micro_batch_count(lengths.size());
@@ -198,8 +200,6 @@ PipelineStepStats PipelineTrainer::forward_backward(
       mbs = pipeline::split_static_grouped(lengths, count);
       schedule = pipeline::interleaved_one_f_one_b(config_.pp, config_.chunks,
                                                    static_cast<int>(mbs.size()));
-      stats.planned_step_s =
-          emulator_.run(schedule, planner::pipeline_op_costs(profile_, partition_, mbs)).step_s;
     } else {
       // This batch's plan when plan_ahead() submitted it (batches submitted before it and never
       // run are dropped, later ones kept); else planned here.
@@ -215,8 +215,11 @@ PipelineStepStats PipelineTrainer::forward_backward(
       mbs = plan.micro_batches;
       schedule = plan.schedule;
       stats.plan = plan.split + " " + plan.candidate;
-      stats.planned_step_s = plan.emulation.step_s;
     }
+    // On the profile as it stands (a plan made ahead used the one before the last step).
+    emulation = emulator_.run(schedule, planner::pipeline_op_costs(profile_, partition_, mbs));
+    stats.planned_step_s = emulation.step_s;
+    stats.predicted_step_s = calibration_.step_s(emulation);
     stats.plan_wait_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (!stats.planned_ahead) stats.plan_s = stats.plan_wait_s;
@@ -225,6 +228,10 @@ PipelineStepStats PipelineTrainer::forward_backward(
     const auto t1 = std::chrono::steady_clock::now();
     stats.run = stage_.run(schedule, batches, loss, options, router_loss);
     stats.step_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+    if (fitted) {
+      calibration_.decay(planner::PipelineCostFit::kKeepPerStep);
+      calibration_.add(emulation, stats.step_s);
+    }
   }
   stats.schedule = schedule.name;
   stats.micro_batches = static_cast<int>(mbs.size());

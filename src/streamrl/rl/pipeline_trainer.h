@@ -18,6 +18,7 @@
 #include "streamrl/planner/pipeline_cost_fit.h"
 #include "streamrl/planner/pipeline_emulator.h"
 #include "streamrl/planner/pipeline_plan_ahead.h"
+#include "streamrl/planner/pipeline_step_calibration.h"
 
 namespace streamrl::rl {
 
@@ -59,6 +60,9 @@ struct PipelineStepStats {
   // The emulator's step time for it: nominal-rate seconds on the first step, then from the op
   // costs fitted to the steps run so far (planner::PipelineCostFit).
   double planned_step_s = 0;
+  // planned_step_s calibrated by the steps run on the fitted profile
+  // (planner::PipelineStepCalibration): stages sharing a host slow each other while both compute.
+  double predicted_step_s = 0;
   double step_s = 0;           // wall time of this stage's ops (waits included)
   double plan_s = 0;           // wall time the plan took to compute
   double plan_wait_s = 0;      // of which the step waited for (all of it unless planned ahead)
@@ -117,6 +121,7 @@ class PipelineTrainer {
   planner::PipelineProfile profile_;  // prior_ refitted to the ops measured so far
   pipeline::Partition partition_;
   planner::PipelineCostFit fit_;
+  planner::PipelineStepCalibration calibration_;  // of the fitted profile's emulated steps
   dist::PipelineStage stage_;
   std::unique_ptr<dist::ProcessGroup> replica_;  // this replica's stages; null with one replica
   planner::PipelineEmulator emulator_;           // its memo serves every batch

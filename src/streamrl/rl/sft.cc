@@ -608,6 +608,7 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
                          {"wait_s", pipe_stats.run.wait_s},
                          {"step_s", pipe_stats.step_s},
                          {"planned_step_s", pipe_stats.planned_step_s},
+                         {"predicted_step_s", pipe_stats.predicted_step_s},
                          {"plan_s", pipe_stats.plan_s},
                          {"plan_wait_s", pipe_stats.plan_wait_s},
                          {"planned_ahead", pipe_stats.planned_ahead}};
