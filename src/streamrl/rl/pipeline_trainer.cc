@@ -190,7 +190,7 @@ PipelineStepStats PipelineTrainer::forward_backward(
   PipelineStepStats stats;
   std::vector<pipeline::MicroBatch> mbs;
   pipeline::Schedule schedule;
-  planner::PipelineEmulation emulation;
+  planner::PipelineEmulation emulation, plan_emulation;
   const bool fitted = fit_.fitted();  // else the emulation is of the prior: nothing to calibrate
   if (!lengths.empty()) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -215,9 +215,14 @@ PipelineStepStats PipelineTrainer::forward_backward(
       mbs = plan.micro_batches;
       schedule = plan.schedule;
       stats.plan = plan.split + " " + plan.candidate;
+      plan_emulation = plan.emulation;
     }
-    // On the profile as it stands (a plan made ahead used the one before the last step).
-    emulation = emulator_.run(schedule, planner::pipeline_op_costs(profile_, partition_, mbs));
+    // On the profile as it stands: a plan made here was emulated on it already; one made ahead
+    // used the profile before the last step.
+    const bool emulated = config_.schedule != "1f1b" && !stats.planned_ahead;
+    emulation =
+        emulated ? std::move(plan_emulation)
+                 : emulator_.run(schedule, planner::pipeline_op_costs(profile_, partition_, mbs));
     stats.planned_step_s = emulation.step_s;
     stats.predicted_step_s = calibration_.step_s(emulation);
     stats.plan_wait_s =
