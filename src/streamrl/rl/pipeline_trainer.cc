@@ -190,7 +190,8 @@ PipelineStepStats PipelineTrainer::forward_backward(
   PipelineStepStats stats;
   std::vector<pipeline::MicroBatch> mbs;
   pipeline::Schedule schedule;
-  planner::PipelineEmulation emulation, plan_emulation;
+  planner::PipelineEmulation emulation;
+  std::optional<planner::PipelineEmulation> planned_here;  // a plan made now, on profile_
   const bool fitted = fit_.fitted();  // else the emulation is of the prior: nothing to calibrate
   if (!lengths.empty()) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -208,21 +209,19 @@ PipelineStepStats PipelineTrainer::forward_backward(
           ahead_ ? ahead_->take_matching(lengths, &id) : std::nullopt;
       stats.planned_ahead = ahead.has_value();
       if (stats.planned_ahead) stats.plan_s = ahead_->timing(id)->planning_s;
-      const planner::PipelinePlan plan =
-          ahead ? std::move(*ahead)
-                : planner::plan_pipeline(lengths, profile_, partition_, plan_options(count),
-                                         emulator_);
-      mbs = plan.micro_batches;
-      schedule = plan.schedule;
+      planner::PipelinePlan plan = ahead ? std::move(*ahead)
+                                         : planner::plan_pipeline(lengths, profile_, partition_,
+                                                                  plan_options(count), emulator_);
       stats.plan = plan.split + " " + plan.candidate;
-      plan_emulation = plan.emulation;
+      mbs = std::move(plan.micro_batches);
+      schedule = std::move(plan.schedule);
+      if (!stats.planned_ahead) planned_here = std::move(plan.emulation);
     }
     // On the profile as it stands: a plan made here was emulated on it already; one made ahead
     // used the profile before the last step.
-    const bool emulated = config_.schedule != "1f1b" && !stats.planned_ahead;
-    emulation =
-        emulated ? std::move(plan_emulation)
-                 : emulator_.run(schedule, planner::pipeline_op_costs(profile_, partition_, mbs));
+    emulation = planned_here ? std::move(*planned_here)
+                             : emulator_.run(schedule,
+                                             planner::pipeline_op_costs(profile_, partition_, mbs));
     stats.planned_step_s = emulation.step_s;
     stats.predicted_step_s = calibration_.step_s(emulation);
     stats.plan_wait_s =
