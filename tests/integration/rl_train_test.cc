@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -293,18 +294,25 @@ TEST_F(RlTrain, TwoTrainerRanksGiveTheSameParametersAsOne) {
 
 // The trainer as a pipeline (parallel.pp = 2): both ranks generate half of the prompts, then the
 // replica's two stages train on the union through the pipeline schedule; in stream mode as in
-// disagg, the weights end where one process's do.
+// disagg, and in async mode as async, the weights end where one process's do. Each iteration
+// records its step's plan; in async mode a step whose samples were all in before the previous one
+// trained was planned meanwhile (planned_ahead), which depends on timing.
 TEST_F(RlTrain, PipelineStagesGiveTheSameParametersAsOne) {
   const std::vector<std::string> launch2 = {"launch", "--nproc", "2", "--timeout", "240", "--"};
-  auto one = run_streamrl(exact_update({}, "pp_one", {"mode=disagg"}));
-  ASSERT_EQ(one.exit_code, 0) << one.output;
+  for (const char* mode : {"disagg", "async"}) {
+    auto one = run_streamrl(
+        exact_update({}, std::string("pp_one_") + mode, {std::string("mode=") + mode}));
+    ASSERT_EQ(one.exit_code, 0) << one.output;
+  }
   const fs::path runs = fs::path(dir_) / "runs";
-  for (const char* mode : {"disagg", "stream"}) {
+  for (const char* mode : {"disagg", "stream", "async"}) {
     const std::string name = std::string("pp2_") + mode;
     auto two =
         run_streamrl(exact_update(launch2, name, {std::string("mode=") + mode, "parallel.pp=2"}));
     ASSERT_EQ(two.exit_code, 0) << two.output;
-    EXPECT_LT(max_abs_difference(runs / "pp_one/final/model.safetensors",
+    const std::string one =
+        std::string("pp_one_") + (mode == std::string("async") ? "async" : "disagg");
+    EXPECT_LT(max_abs_difference(runs / one / "final/model.safetensors",
                                  runs / (name + "/final/model.safetensors")),
               1e-5)
         << mode;
@@ -312,13 +320,23 @@ TEST_F(RlTrain, PipelineStagesGiveTheSameParametersAsOne) {
     for (const auto& rec : read_metrics((runs / name / "metrics.jsonl").string())) {
       if (!rec.contains("reward_mean")) continue;
       ++iterations;
-      EXPECT_EQ(rec["pipeline"]["stages"], 2) << rec.dump();
-      EXPECT_GE(rec["pipeline"]["micro_batches"].get<int>(), 1) << rec.dump();
+      const auto& pipe = rec["pipeline"];
+      EXPECT_EQ(pipe["stages"], 2) << rec.dump();
+      EXPECT_GE(pipe["micro_batches"].get<int>(), 1) << rec.dump();
+      EXPECT_EQ(pipe["schedule"], "dynamic") << rec.dump();
+      EXPECT_GE(pipe["planned_step_s"].get<double>(), 0) << rec.dump();
+      EXPECT_GE(pipe["plan_s"].get<double>(), 0) << rec.dump();
+      // Only async submits an iteration before the last one's step; the first has no step before.
+      if (mode != std::string("async") || iterations == 1) {
+        EXPECT_FALSE(pipe["planned_ahead"].get<bool>()) << rec.dump();
+      }
+      std::printf("%s iteration %d: planned_ahead %d, plan_wait_s %.4f\n", mode, iterations,
+                  pipe["planned_ahead"].get<bool>() ? 1 : 0, pipe["plan_wait_s"].get<double>());
     }
     EXPECT_EQ(iterations, 2) << mode;
   }
   EXPECT_GT(max_abs_difference(runs / "sft/final/model.safetensors",
-                               runs / "pp_one/final/model.safetensors"),
+                               runs / "pp_one_disagg/final/model.safetensors"),
             1e-4);
   auto alone = run_streamrl(exact_update({}, "pp_alone", {"parallel.pp=2"}));
   EXPECT_EQ(alone.exit_code, 2) << alone.output;

@@ -105,7 +105,11 @@ IterationRecord iteration_record(const RlRunConfig& c, int64_t it, const Iterati
   }
   if (group) rec["trainer_ranks"] = group->world_size();
   if (group && c.parallel.pp > 1) {
-    rec["pipeline"] = {{"stages", c.parallel.pp}, {"micro_batches", up.micro_batches}};
+    // The (last) step's schedule and plan, with every step's micro-batches.
+    nlohmann::json pipe = up.pipeline.is_object() ? up.pipeline : nlohmann::json::object();
+    pipe["stages"] = c.parallel.pp;
+    pipe["micro_batches"] = up.micro_batches;
+    rec["pipeline"] = std::move(pipe);
   }
   return {std::move(rec), reward_mean, mean_len};
 }

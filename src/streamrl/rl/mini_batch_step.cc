@@ -65,6 +65,7 @@ UpdateResult merge_step_results(const std::vector<UpdateResult>& steps) {
     r.lr = s.lr;
     r.steps += s.steps;
     if (!s.sparse_attention.is_null()) r.sparse_attention = s.sparse_attention;  // the latest
+    if (!s.pipeline.is_null()) r.pipeline = s.pipeline;
   }
   // The normalised terms are per step: report their mean, like the gradient norm.
   const double n = static_cast<double>(std::max<size_t>(steps.size(), 1));

@@ -4,6 +4,7 @@
 #include <array>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <optional>
 
@@ -135,6 +136,20 @@ PipelineTrainer::PipelineTrainer(model::CausalLM& model, dist::ProcessGroup& wor
   }
 }
 
+nlohmann::json PipelineStepStats::to_json() const {
+  return {{"schedule", schedule},
+          {"plan", plan},
+          {"micro_batches", micro_batches},
+          {"compute_s", run.compute_s},
+          {"wait_s", run.wait_s},
+          {"step_s", step_s},
+          {"planned_step_s", planned_step_s},
+          {"predicted_step_s", predicted_step_s},
+          {"plan_s", plan_s},
+          {"plan_wait_s", plan_wait_s},
+          {"planned_ahead", planned_ahead}};
+}
+
 std::vector<std::string> PipelineTrainer::gather_replica(const std::string& bytes) {
   // With one replica the world is the replica, its ranks the stages in order.
   return replica_ ? replica_->all_gather_bytes(bytes) : world_.all_gather_bytes(bytes);
@@ -176,10 +191,27 @@ planner::PipelinePlanOptions PipelineTrainer::plan_options(int micro_batches) co
 void PipelineTrainer::plan_ahead(const std::vector<int64_t>& lengths) {
   if (config_.schedule != "dynamic" || lengths.empty()) return;
   const planner::PipelinePlanOptions options = plan_options(micro_batch_count(lengths.size()));
-  // Its thread starts with the first batch handed over (train never plans ahead).
+  // Its thread starts with the first batch handed over.
   if (!ahead_) ahead_ = std::make_unique<planner::PipelinePlanAhead>(profile_, partition_, options);
   ++ahead_id_;
   ahead_->submit(ahead_id_, lengths, options, profile_);
+}
+
+void PipelineTrainer::plan_next(const std::optional<std::vector<int64_t>>& own) {
+  // One byte for whether the share is known (an empty share is known), then its lengths.
+  std::string bytes(1, own ? '\1' : '\0');
+  if (own) {
+    bytes.append(reinterpret_cast<const char*>(own->data()), own->size() * sizeof(int64_t));
+  }
+  std::vector<int64_t> lengths;
+  for (const std::string& stage : gather_replica(bytes)) {
+    if (stage.empty() || stage[0] == '\0') return;  // a stage's share is still coming
+    const size_t n = (stage.size() - 1) / sizeof(int64_t);
+    const size_t at = lengths.size();
+    lengths.resize(at + n);
+    std::memcpy(lengths.data() + at, stage.data() + 1, n * sizeof(int64_t));
+  }
+  plan_ahead(lengths);
 }
 
 PipelineStepStats PipelineTrainer::forward_backward(

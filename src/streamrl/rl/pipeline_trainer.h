@@ -10,8 +10,11 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "streamrl/core/config.h"
 #include "streamrl/dist/pipeline_parallel.h"
@@ -68,6 +71,9 @@ struct PipelineStepStats {
   double plan_wait_s = 0;      // of which the step waited for (all of it unless planned ahead)
   bool planned_ahead = false;  // planned by plan_ahead() while the previous step ran
   double loss = 0;             // the micro-batch losses summed over the world
+
+  // The step's record in a run's metrics (sft and train).
+  nlohmann::json to_json() const;
 };
 
 class PipelineTrainer {
@@ -102,6 +108,12 @@ class PipelineTrainer {
   // (PipeWeaver/DIP). Every rank calls it at the same point of its steps, so all plan alike; a
   // step whose lengths differ plans on the spot. No-op under 1f1b or for no sequences.
   void plan_ahead(const std::vector<int64_t>& lengths);
+  // plan_ahead() of the coming step's batch when every stage of this replica knows its share
+  // (`own`, in the order it will train them; nullopt: not yet known), the shares in stage order as
+  // forward_backward() will see them; else nothing. A collective over the replica: every stage
+  // calls it at the same point of its step (RL: before forward_backward, so the plan is made while
+  // this step trains).
+  void plan_next(const std::optional<std::vector<int64_t>>& own);
 
   // MoE models: router statistics of this step from every stage of the replica, each of its own
   // layers, merged into the whole model's (a collective over the replica). Dense: `stage`.

@@ -112,7 +112,7 @@ void PolicyStep::set_expert_parallel(dist::ExpertDataParallel* experts, model::C
 
 void PolicyStep::add(std::vector<ScoredSample> samples, bool eager) {
   for (auto& s : samples) {
-    if (skip_zero_advantage_ && s.advantage == 0.0) {
+    if (skips(s)) {
       result_.tokens += sampled_tokens(s.sample);
       sequences_ += s.sample.output_ids.empty() ? 0 : 1;
       result_.skipped_samples += 1;
@@ -127,6 +127,14 @@ void PolicyStep::add(std::vector<ScoredSample> samples, bool eager) {
   // once per step too, as many micro-batches each.
   if (eager && !pipeline_ && !experts_ && buffered_tokens_ >= config_.micro_batch_tokens) {
     run_buffered(/*full_only=*/true);
+  }
+}
+
+void PolicyStep::preview_next(const std::vector<ScoredSample>& next) {
+  if (!pipeline_) return;
+  next_lengths_.emplace();
+  for (const ScoredSample& s : next) {
+    if (!skips(s)) next_lengths_->push_back(total_tokens(s));
   }
 }
 
@@ -323,7 +331,8 @@ void PolicyStep::run_pipelined() {
   opt.return_entropy = true;
   opt.replay_apply = moe_.routing_replay;
   const int64_t micro_batches_before = result_.micro_batches;
-  model::MoeStats router;  // this stage's layers
+  model::MoeStats router;               // this stage's layers
+  pipeline_->plan_next(next_lengths_);  // planned on another thread while this step trains
   const PipelineStepStats stats = pipeline_->forward_backward(
       lengths,
       [&](const std::vector<int>& idx) {
@@ -343,6 +352,7 @@ void PolicyStep::run_pipelined() {
   result_.moe.merge(pipeline_->gather_router_stats(router));
   // Counted by the last stage only; every stage reports its replica's.
   result_.micro_batches = micro_batches_before + stats.micro_batches;
+  result_.pipeline = stats.to_json();
   result_.seconds += core::seconds_since(t0);
   result_.cpu_seconds += core::thread_cpu_seconds() - cpu0;
 }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <vector>
 
 #include "streamrl/dist/expert_parallel.h"
@@ -48,6 +49,7 @@ struct UpdateResult {
   // trainer routed a token to another set of experts than the engine did (before any replay).
   model::MoeStats moe;
   nlohmann::json sparse_attention;  // DSV's per-layer profile after the step (null: off)
+  nlohmann::json pipeline;          // parallel.pp: the step's PipelineStepStats (null: off)
 };
 
 // What the RL loop needs of one trainer step: trajectories in (eagerly as groups complete, or all
@@ -60,6 +62,10 @@ class TrainerStep {
   virtual void add(std::vector<ScoredSample> samples, bool eager) = 0;
   // Trains on what is left, then takes the optimizer step at learning rate `lr`.
   virtual UpdateResult finish(double lr, double grad_clip) = 0;
+  // Before finish(): `next` is all the next step will be given, in order (async modes, when the
+  // next iteration's groups are all in already). A pipelined step plans that step's schedule
+  // while it trains; others ignore it.
+  virtual void preview_next(const std::vector<ScoredSample>& next) { (void)next; }
 };
 
 // One optimizer step assembled from samples as they arrive. Each micro-batch's loss is summed
@@ -86,6 +92,10 @@ class PolicyStep : public TrainerStep {
   // flush(), then scales gradients by 1/count, clips to `grad_clip` and steps. Throws
   // RuntimeFailure when the loss or gradient norm is not finite; parameters are then unchanged.
   UpdateResult finish(double lr, double grad_clip) override;
+
+  // Pipeline stages: the lengths of what the next step will train (after the zero-advantage
+  // skip) are planned while this step trains (PipelineTrainer::plan_next).
+  void preview_next(const std::vector<ScoredSample>& next) override;
 
   int64_t buffered_tokens() const { return buffered_tokens_; }
 
@@ -139,6 +149,8 @@ class PolicyStep : public TrainerStep {
   void run_idle_micro_batch();
   void run_pipelined();
   void run_buffered(bool full_only);  // full_only: keep a partly filled last micro-batch
+  // A sample add() skips: no gradient (advantage 0 with neither KL nor entropy in the loss).
+  bool skips(const ScoredSample& s) const { return skip_zero_advantage_ && s.advantage == 0.0; }
   // Reorders micro-batches (indices into buffer_) by UpdateConfig::moe_curriculum's rule.
   void order_by_curriculum(std::vector<std::vector<size_t>>* packs) const;
 
@@ -152,6 +164,7 @@ class PolicyStep : public TrainerStep {
   UpdateResult result_;
   double sequences_ = 0;  // trained sequences (with at least one output token)
   bool skip_zero_advantage_ = false;
+  std::optional<std::vector<int64_t>> next_lengths_;  // from preview_next()
   telemetry::Trace* trace_ = nullptr;
   int trace_track_ = 0;
   dist::ProcessGroup* group_ = nullptr;

@@ -103,12 +103,10 @@ UpdateResult RlLoop::run_iteration(int64_t k, IterationStats* st) {
   std::vector<engine::Sample> raw;  // whole-batch modes: per-sample work after the full batch
   // Dynamic sampling adds refill prompts as groups complete; with the whole batch collected
   // before per-sample work (colocate, disagg) they are known only after it, hence two loops.
-  auto expected = [&] { return static_cast<size_t>(own_prompts() + b.refills) * c_.group_size; };
-  size_t received = 0;
-  for (const auto& g : b.arrived) received += g;
-  while (received < expected()) {
+  size_t received = RlLoop::received(b);
+  while (received < expected(b)) {
     if (!mode_.dedicated_generator) drive_colocated();
-    while (received < expected()) {
+    while (received < expected(b)) {
       engine::Sample s = next_sample(st);
       const int64_t j = s.request_id / stride_;
       if (j == k) ++received;
@@ -124,6 +122,7 @@ UpdateResult RlLoop::run_iteration(int64_t k, IterationStats* st) {
     train_ready(mode_.on_arrival);
   }
 
+  if (c_.parallel.pp > 1) preview_next(k, *step, st);
   UpdateResult up;
   try {
     telemetry::ScopedSpan span(trace_, track_, "optimizer step");
@@ -157,6 +156,27 @@ UpdateResult RlLoop::run_iteration(int64_t k, IterationStats* st) {
   if (next < c_.iterations) submit(next);
   if (mode_.dedicated_generator) gen_seconds_ = gen_->busy_seconds() - gen_busy0;
   return up;
+}
+
+size_t RlLoop::expected(const IterationBatch& b) const {
+  return static_cast<size_t>(own_prompts() + b.refills) * c_.group_size;
+}
+
+size_t RlLoop::received(const IterationBatch& b) {
+  size_t n = 0;
+  for (int g : b.arrived) n += static_cast<size_t>(g);
+  return n;
+}
+
+// In async modes the next iteration's groups come in while this one is collected; when all of
+// this rank's are in before this step trains (what is queued is taken first), the pipeline
+// stages can plan the next step's schedule while this one trains (PipeWeaver/DIP). Those samples
+// go to the next step first and in this order (run_iteration's first train_ready).
+void RlLoop::preview_next(int64_t k, TrainerStep& step, IterationStats* st) {
+  const auto next = batches_.find(k + 1);
+  if (next == batches_.end() || !mode_.on_arrival || !mode_.dedicated_generator) return;
+  for (engine::Sample& s : gen_->queue().drain()) accept(std::move(s), st);
+  if (received(next->second) == expected(next->second)) step.preview_next(next->second.ready);
 }
 
 // Data parallelism: rank r generates and trains prompts r, r + world, r + 2 world, ...

@@ -99,6 +99,11 @@ class RlLoop {
   void accept(engine::Sample s, IterationStats* st);
   void score(engine::Sample s, IterationBatch& b, IterationStats* st);
   void complete_group(int64_t j, int i);
+  // Samples of `b` expected on this rank (its prompts and refills, whole groups) and received.
+  size_t expected(const IterationBatch& b) const;
+  static size_t received(const IterationBatch& b);
+  // Pipeline stages: shows `step` the next iteration's samples when they are all in already.
+  void preview_next(int64_t k, TrainerStep& step, IterationStats* st);
   static void record(const ScoredSample& s, IterationStats* st);
 
   const RlRunConfig& c_;

@@ -600,19 +600,7 @@ nlohmann::json run_sft(const SftConfig& c, const std::string& resolved_config_ya
         {"grad_norm", grad_norm}, {"tokens", total_tokens}, {"train_seconds", train_s}};
     if (!moe_stats.empty()) rec["moe"] = moe_stats.to_json(/*routing=*/false);
     if (dsv) rec["sparse_attention"] = dsv->metrics();
-    if (pipe) {
-      rec["pipeline"] = {{"schedule", pipe_stats.schedule},
-                         {"plan", pipe_stats.plan},
-                         {"micro_batches", pipe_stats.micro_batches},
-                         {"compute_s", pipe_stats.run.compute_s},
-                         {"wait_s", pipe_stats.run.wait_s},
-                         {"step_s", pipe_stats.step_s},
-                         {"planned_step_s", pipe_stats.planned_step_s},
-                         {"predicted_step_s", pipe_stats.predicted_step_s},
-                         {"plan_s", pipe_stats.plan_s},
-                         {"plan_wait_s", pipe_stats.plan_wait_s},
-                         {"planned_ahead", pipe_stats.planned_ahead}};
-    }
+    if (pipe) rec["pipeline"] = pipe_stats.to_json();
     if (c.eval_every > 0 && done % c.eval_every == 0 && done < c.steps &&
         (c.eval.n > 0 || c.eval_loss_n > 0)) {  // saved_model() gathers the experts
       torch::NoGradGuard no_grad;
