@@ -115,6 +115,49 @@ TEST(SplitBalanced, RoundsTheBinCountUpToAMultiple) {
   EXPECT_THROW(split_balanced(lengths, {{}, 1000, 0, 0}), InputError);
 }
 
+// Two micro-batches per level of the ramp (sizes target / 4, then target / 2) from the shortest
+// sequences, after the balanced rest.
+TEST(SplitTapered, RampOfTheShortestSequencesAfterTheBalancedRest) {
+  const std::vector<int64_t> lengths = {100, 10, 20, 30, 40, 500, 600};
+  const std::vector<MicroBatch> mbs = split_tapered(lengths, {{}, 160, 0, 1}, 2);
+  expect_exact_cover(mbs, lengths, {});
+  std::vector<std::vector<int>> samples;
+  for (const MicroBatch& mb : mbs) samples.push_back(mb.samples);
+  // {10, 20} and {30} within 40; {40} and {100} (alone, over 80) for the next level.
+  EXPECT_EQ(samples, (std::vector<std::vector<int>>{{6}, {5}, {0}, {4}, {1, 2}, {3}}));
+  // No levels: split_balanced alone. A ramp that runs out of sequences ends early.
+  EXPECT_EQ(split_tapered(lengths, {{}, 160, 0, 1}, 0).size(),
+            split_balanced(lengths, {{}, 160, 0, 1}).size());
+  const std::vector<MicroBatch> two = split_tapered({5, 6}, {{}, 160, 0, 1}, 3);
+  ASSERT_EQ(two.size(), 1u);
+  EXPECT_EQ(two[0].samples, (std::vector<int>{0, 1}));
+  EXPECT_THROW(split_tapered(lengths, {{}, 160, 0, 1}, -1), InputError);
+}
+
+TEST(SplitTapered, EveryEndWithinItsLevelAndNoLongerThanTheRest) {
+  std::mt19937_64 rng(17);
+  const TokenCost cost{1.0, 1e-3};
+  for (int trial = 0; trial < 50; ++trial) {
+    const std::vector<int64_t> lengths = test_inputs::long_tailed_lengths(rng, 64);
+    const std::vector<MicroBatch> mbs = split_tapered(lengths, {cost, 4096, 0, 1}, 3);
+    expect_exact_cover(mbs, lengths, cost);
+    ASSERT_GT(mbs.size(), 6u);
+    const std::vector<MicroBatch> ends(mbs.end() - 6, mbs.end());
+    int64_t longest_end = 0, shortest_rest = 1 << 30;
+    for (const MicroBatch& mb : ends) {
+      if (mb.samples.size() > 1) EXPECT_LE(mb.tokens, 4096 / 2);
+      for (int i : mb.samples) longest_end = std::max(longest_end, lengths[i]);
+    }
+    for (size_t m = 0; m + 6 < mbs.size(); ++m) {
+      for (int i : mbs[m].samples) shortest_rest = std::min(shortest_rest, lengths[i]);
+    }
+    EXPECT_LE(longest_end, shortest_rest);
+    EXPECT_TRUE(
+        std::is_sorted(ends.begin(), ends.end(),
+                       [](const MicroBatch& a, const MicroBatch& b) { return a.cost > b.cost; }));
+  }
+}
+
 TEST(SplitStatic, EqualSampleCountsInArrivalOrder) {
   const std::vector<int64_t> lengths = {5, 1000, 3, 7, 9, 11, 13};
   const std::vector<MicroBatch> mbs = split_static(lengths, 3);

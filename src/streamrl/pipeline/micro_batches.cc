@@ -1,6 +1,7 @@
 #include "streamrl/pipeline/micro_batches.h"
 
 #include <algorithm>
+#include <iterator>
 #include <numeric>
 #include <string>
 
@@ -78,6 +79,45 @@ std::vector<MicroBatch> split_balanced(const std::vector<int64_t>& lengths,
   for (MicroBatch& mb : out) std::sort(mb.samples.begin(), mb.samples.end());
   std::stable_sort(out.begin(), out.end(),
                    [](const MicroBatch& a, const MicroBatch& b) { return a.cost > b.cost; });
+  return out;
+}
+
+std::vector<MicroBatch> split_tapered(const std::vector<int64_t>& lengths,
+                                      const SplitOptions& options, int levels) {
+  check_lengths(lengths);
+  if (levels < 0) {
+    throw InputError("split_tapered: levels must be >= 0 (got " + std::to_string(levels) + ")");
+  }
+  std::vector<int> shortest(lengths.size());
+  std::iota(shortest.begin(), shortest.end(), 0);
+  std::stable_sort(shortest.begin(), shortest.end(),
+                   [&](int a, int b) { return lengths[a] < lengths[b]; });
+  std::vector<MicroBatch> ends;
+  size_t next = 0;  // into shortest
+  for (int level = levels; level >= 1; --level) {
+    const int64_t cap = std::max<int64_t>(1, options.target_tokens >> level);
+    for (int end = 0; end < 2 && next < shortest.size(); ++end) {
+      MicroBatch mb;
+      do {
+        const int i = shortest[next++];
+        add(mb, i, lengths[i], options.cost);
+      } while (next < shortest.size() && mb.tokens + lengths[shortest[next]] <= cap);
+      ends.push_back(std::move(mb));
+    }
+  }
+  // The rest, balanced, with their indices mapped back.
+  std::vector<int> rest(shortest.begin() + static_cast<std::ptrdiff_t>(next), shortest.end());
+  std::sort(rest.begin(), rest.end());
+  std::vector<int64_t> rest_lengths;
+  for (int i : rest) rest_lengths.push_back(lengths[i]);
+  std::vector<MicroBatch> out = split_balanced(rest_lengths, options);
+  for (MicroBatch& mb : out) {
+    for (int& i : mb.samples) i = rest[static_cast<size_t>(i)];
+  }
+  for (MicroBatch& mb : ends) std::sort(mb.samples.begin(), mb.samples.end());
+  std::stable_sort(ends.begin(), ends.end(),
+                   [](const MicroBatch& a, const MicroBatch& b) { return a.cost > b.cost; });
+  out.insert(out.end(), std::make_move_iterator(ends.begin()), std::make_move_iterator(ends.end()));
   return out;
 }
 

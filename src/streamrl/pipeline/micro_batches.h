@@ -47,6 +47,15 @@ struct SplitOptions {
 std::vector<MicroBatch> split_balanced(const std::vector<int64_t>& lengths,
                                        const SplitOptions& options);
 
+// split_balanced with a ramp at both ends of the step: for each of `levels` sizes, halving from
+// target_tokens / 2, two micro-batches (one per end) of the shortest sequences left, each filled
+// while it stays within that size (at least one sequence); the rest split_balanced. A pipeline's
+// fill waits on the first micro-batch and its drain on the last, so small ones there shorten both
+// (the schedule search's orderings put them at the ends). Balanced micro-batches first, then the
+// small ones, each part in decreasing cost. Throws as split_balanced; InputError on levels < 0.
+std::vector<MicroBatch> split_tapered(const std::vector<int64_t>& lengths,
+                                      const SplitOptions& options, int levels);
+
 // The static baseline: min(count, N) micro-batches of consecutive samples in arrival order,
 // sizes differing by at most one (the first N mod count one larger). Throws InputError on
 // count < 1 or a negative length.

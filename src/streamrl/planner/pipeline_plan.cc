@@ -44,6 +44,8 @@ PipelinePlan plan_pipeline(const std::vector<int64_t>& lengths, const PipelinePr
   splits.emplace_back("balanced_finer", shaped(pipeline::split_balanced(lengths, split)));
   split.target_tokens = std::max<int64_t>(1, options.target_tokens / 8);
   splits.emplace_back("balanced_finest", shaped(pipeline::split_balanced(lengths, split)));
+  // The finest with a ramp of smaller micro-batches at each end: a shorter fill and drain.
+  splits.emplace_back("tapered", shaped(pipeline::split_tapered(lengths, split, 3)));
   splits.emplace_back("static", std::move(fixed));
 
   pipeline::SearchOptions search;

@@ -1,9 +1,11 @@
 // The per-batch pipeline plan (PipeWeaver/DIP's online step, arXiv 2504.14145): given the
 // batch's sequence lengths, pick the micro-batch split and the schedule with the shortest
 // emulated step under the memory budget. Candidate splits are token-cost-balanced
-// sub-micro-batches at two granularities and the static baseline's split; each is searched with
-// pipeline::search_schedule on the memoised emulator. The baseline (static split, static order)
-// is among the candidates, so a plan is never slower than it in the emulator.
+// sub-micro-batches at four granularities (and length-sorted ones for padding executors), the
+// finest again with a ramp of smaller ones for the fill and drain, and the static baseline's
+// split; each is searched with pipeline::search_schedule on the memoised emulator. The baseline
+// (static split, static order) is among the candidates, so a plan is never slower than it in the
+// emulator.
 #pragma once
 
 #include <cstdint>
@@ -37,7 +39,8 @@ struct PipelinePlan {
   pipeline::Schedule schedule;
   PipelineEmulation emulation;  // of `schedule` on `micro_batches`
   // "balanced", "sorted", "balanced_fine", "sorted_fine" (half the target), "balanced_finer",
-  // "balanced_finest" (a quarter, an eighth) or "static"
+  // "balanced_finest" (a quarter, an eighth), "tapered" (the eighth with smaller micro-batches at
+  // both ends, pipeline::split_tapered) or "static"
   std::string split;
   std::string candidate;  // pipeline::SearchResult::candidate
   int candidates = 0;     // schedules evaluated over all splits
