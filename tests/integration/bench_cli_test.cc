@@ -170,6 +170,11 @@ TEST_F(BenchCli, PipelineComparesStaticAndDynamicPlansAndPlansAhead) {
       EXPECT_GE(c[b]["min"].get<double>(), 0) << key << " " << b;
       EXPECT_LT(c[b]["max"].get<double>(), 1) << key << " " << b;
     }
+    // The busiest stage idles no more than the stages on average.
+    EXPECT_GE(c["dynamic_bottleneck_idle"]["min"].get<double>(), 0) << key;
+    EXPECT_LE(c["dynamic_bottleneck_idle"]["max"].get<double>(),
+              c["dynamic_bubble_ratio"]["max"].get<double>() + 1e-9)
+        << key;
     EXPECT_GT(c["planner_wall_s"]["median"].get<double>(), 0) << key;
     const double hidden = c["plan_ahead"]["hidden_share"].get<double>();
     EXPECT_GE(hidden, 0) << key;
