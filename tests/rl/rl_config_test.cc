@@ -5,6 +5,7 @@
 
 #include "streamrl/core/config.h"
 #include "streamrl/core/errors.h"
+#include "streamrl/rl/pipeline_trainer.h"
 #include "streamrl/rl/rl_roles.h"
 
 namespace streamrl::rl {
@@ -143,6 +144,24 @@ TEST(RlConfig, BadValuesNameTheKey) {
   EXPECT_NE(error_of({"rl.clip.eps_high=.nan"}).find("'rl.clip.eps_high'"), std::string::npos);
   const std::string message = error_of({"rl.clip.eps_low=-0.1"});
   EXPECT_EQ(message.find('\n'), std::string::npos);
+}
+
+// The `parallel` section of train and sft: pipeline passes per step (parallel.pp_waves).
+TEST(ParallelConfig, ReadsPipelineWavesAndRejectsBadOnes) {
+  const auto parallel = [](const std::string& override) {
+    core::Config root = core::Config::from_string("parallel: {}\n", {override});
+    ParallelConfig c;
+    c.read(root.section("parallel"));
+    return c;
+  };
+  EXPECT_EQ(ParallelConfig{}.waves, 1);
+  EXPECT_EQ(parallel("parallel.pp_waves=4").waves, 4);
+  try {
+    parallel("parallel.pp_waves=0");
+    ADD_FAILURE() << "parallel.pp_waves=0 was accepted";
+  } catch (const InputError& e) {
+    EXPECT_STREQ(e.what(), "parallel.pp_waves must be >= 1, got 0");
+  }
 }
 
 TEST(RlConfig, EnumSpellingsRoundTrip) {

@@ -24,6 +24,7 @@ void ParallelConfig::read(const core::Config& parallel) {
   parallel.get("pp_schedule", schedule);
   parallel.get("pp_micro_batches", micro_batches);
   parallel.get("pp_partition", partition);
+  parallel.get("pp_waves", waves);
   if (pp < 1) throw InputError("parallel.pp must be >= 1, got " + std::to_string(pp));
   if (chunks < 1)
     throw InputError("parallel.pp_chunks must be >= 1, got " + std::to_string(chunks));
@@ -31,6 +32,7 @@ void ParallelConfig::read(const core::Config& parallel) {
     throw InputError("parallel.pp_schedule must be dynamic or 1f1b, got '" + schedule + "'");
   }
   if (micro_batches < 0) throw InputError("parallel.pp_micro_batches must be >= 0");
+  if (waves < 1) throw InputError("parallel.pp_waves must be >= 1, got " + std::to_string(waves));
   if (partition != "measured" && partition != "flops") {
     throw InputError("parallel.pp_partition must be measured or flops, got '" + partition + "'");
   }
@@ -218,7 +220,7 @@ PipelineStepStats PipelineTrainer::forward_backward(
     const std::vector<int64_t>& lengths,
     const std::function<dist::StageBatch(const std::vector<int>&)>& make,
     const dist::StageLoss& loss, const model::ScoreOptions& options,
-    const dist::StageRouterLoss& router_loss) {
+    const dist::StageRouterLoss& router_loss, bool reduce) {
   PipelineStepStats stats;
   std::vector<pipeline::MicroBatch> mbs;
   pipeline::Schedule schedule;
@@ -271,7 +273,7 @@ PipelineStepStats PipelineTrainer::forward_backward(
   }
   stats.schedule = schedule.name;
   stats.micro_batches = static_cast<int>(mbs.size());
-  stage_.all_reduce_gradients();
+  if (reduce) stage_.all_reduce_gradients();
   // The loss and every stage's op timings in one collective; each rank then refits alike.
   planner::PipelineCostFit step_ops(partition_);
   step_ops.add(stats.run.ops, mbs);

@@ -31,6 +31,11 @@ struct ParallelConfig {
   int chunks = 1;                    // parallel.pp_chunks: model chunks per stage (interleaved)
   std::string schedule = "dynamic";  // parallel.pp_schedule: "dynamic" or "1f1b" (static)
   int micro_batches = 0;             // parallel.pp_micro_batches: the static count (0: 2 * pp)
+  // parallel.pp_waves (train, stream and async modes): the pipeline passes one step is cut into.
+  // Each rank starts pass w once w / waves of its samples are back, on the complete groups the
+  // replica's stages hold by then, so training overlaps generation; the gradients are summed over
+  // the world once, after the last (the same update). 1: one pass once the batch is in.
+  int waves = 1;
   // parallel.pp_partition: "measured" cuts the layers by their timed cost on this machine (every
   // rank times every layer at start-up, the ranks average); "flops" by the model's shape alone.
   std::string partition = "measured";
@@ -96,12 +101,14 @@ class PipelineTrainer {
   // make(samples) builds a micro-batch of those sequences (indices into `lengths`), called once
   // per micro-batch in order; loss(index, scores) is that micro-batch's loss (already divided by
   // the global denominator); router_loss (MoE models) the router loss of an earlier stage's
-  // layers (dist::StageRouterLoss). A collective: every rank calls it once per step.
+  // layers (dist::StageRouterLoss). A collective: every rank calls it once per pass. Without
+  // `reduce` the gradients stay this rank's (a pass of a step that goes on: ParallelConfig::waves);
+  // the step's last pass reduces them all.
   PipelineStepStats forward_backward(
       const std::vector<int64_t>& lengths,
       const std::function<dist::StageBatch(const std::vector<int>&)>& make,
       const dist::StageLoss& loss, const model::ScoreOptions& options = {},
-      const dist::StageRouterLoss& router_loss = {});
+      const dist::StageRouterLoss& router_loss = {}, bool reduce = true);
   // Dynamic schedule: starts planning a coming step's batch (this replica's `lengths`) on a
   // background thread with the profile as it stands, so the plan is ready when
   // forward_backward(lengths, ...) asks for it and planning leaves the critical path

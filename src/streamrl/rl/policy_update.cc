@@ -312,7 +312,11 @@ void PolicyStep::run_prepared(Prepared& p) {
   result_.cpu_seconds += core::thread_cpu_seconds() - cpu0;
 }
 
-void PolicyStep::run_pipelined() {
+void PolicyStep::wave() {
+  if (pipeline_) run_pipelined(/*last=*/false);
+}
+
+void PolicyStep::run_pipelined(bool last) {
   const auto t0 = Clock::now();
   const double cpu0 = core::thread_cpu_seconds();
   // The replica's stages train on the same samples: the union of what each of them added.
@@ -331,8 +335,9 @@ void PolicyStep::run_pipelined() {
   opt.return_entropy = true;
   opt.replay_apply = moe_.routing_replay;
   const int64_t micro_batches_before = result_.micro_batches;
-  model::MoeStats router;               // this stage's layers
-  pipeline_->plan_next(next_lengths_);  // planned on another thread while this step trains
+  model::MoeStats router;  // this stage's layers
+  // The next step's batch, planned on another thread while this step's last pass trains.
+  if (last) pipeline_->plan_next(next_lengths_);
   const PipelineStepStats stats = pipeline_->forward_backward(
       lengths,
       [&](const std::vector<int>& idx) {
@@ -348,18 +353,26 @@ void PolicyStep::run_pipelined() {
       opt,
       [&](int index, const model::MoeAuxLosses& aux) {
         return router_loss(prepared[static_cast<size_t>(index)], aux, router);
-      });
+      },
+      last);
   result_.moe.merge(pipeline_->gather_router_stats(router));
   // Counted by the last stage only; every stage reports its replica's.
   result_.micro_batches = micro_batches_before + stats.micro_batches;
-  result_.pipeline = stats.to_json();
+  if (stats.micro_batches > 0) {
+    ++waves_;
+    result_.pipeline = stats.to_json();  // the last pass that trained
+  }
+  if (last) {
+    if (result_.pipeline.is_null()) result_.pipeline = stats.to_json();
+    result_.pipeline["waves"] = waves_;
+  }
   result_.seconds += core::seconds_since(t0);
   result_.cpu_seconds += core::thread_cpu_seconds() - cpu0;
 }
 
 UpdateResult PolicyStep::finish(double lr, double grad_clip) {
   if (pipeline_) {
-    run_pipelined();  // gradients come back summed over the world
+    run_pipelined(/*last=*/true);  // gradients come back summed over the world
   } else {
     flush();
   }

@@ -66,6 +66,9 @@ class TrainerStep {
   // next iteration's groups are all in already). A pipelined step plans that step's schedule
   // while it trains; others ignore it.
   virtual void preview_next(const std::vector<ScoredSample>& next) { (void)next; }
+  // A pipeline pass over what was added so far, before finish() (parallel.pp_waves); others
+  // ignore it. A collective for pipelined steps: every rank calls it as often per step.
+  virtual void wave() {}
 };
 
 // One optimizer step assembled from samples as they arrive. Each micro-batch's loss is summed
@@ -96,6 +99,11 @@ class PolicyStep : public TrainerStep {
   // Pipeline stages: the lengths of what the next step will train (after the zero-advantage
   // skip) are planned while this step trains (PipelineTrainer::plan_next).
   void preview_next(const std::vector<ScoredSample>& next) override;
+
+  // Pipeline stages: trains what the replica's stages have added so far through the pipeline
+  // now, without the gradient all-reduce, so training overlaps generation; finish() trains the
+  // rest and reduces (parallel.pp_waves).
+  void wave() override;
 
   int64_t buffered_tokens() const { return buffered_tokens_; }
 
@@ -147,7 +155,7 @@ class PolicyStep : public TrainerStep {
   // Expert parallelism: a micro-batch that moves tokens through the exchanges (as the group's
   // other ranks expect) but adds nothing to the loss, the gradients or the counts.
   void run_idle_micro_batch();
-  void run_pipelined();
+  void run_pipelined(bool last);      // last: the step's final pass, which reduces the gradients
   void run_buffered(bool full_only);  // full_only: keep a partly filled last micro-batch
   // A sample add() skips: no gradient (advantage 0 with neither KL nor entropy in the loss).
   bool skips(const ScoredSample& s) const { return skip_zero_advantage_ && s.advantage == 0.0; }
@@ -165,6 +173,7 @@ class PolicyStep : public TrainerStep {
   double sequences_ = 0;  // trained sequences (with at least one output token)
   bool skip_zero_advantage_ = false;
   std::optional<std::vector<int64_t>> next_lengths_;  // from preview_next()
+  int waves_ = 0;                                     // pipeline passes that trained samples
   telemetry::Trace* trace_ = nullptr;
   int trace_track_ = 0;
   dist::ProcessGroup* group_ = nullptr;

@@ -100,10 +100,23 @@ UpdateResult RlLoop::run_iteration(int64_t k, IterationStats* st) {
     step->add(std::exchange(b.ready, {}), eager);
   };
   train_ready(mode_.on_arrival);
+  // Pipeline stages on arrival modes (parallel.pp_waves): pass w of the step starts once w / waves
+  // of this rank's first count of samples are back; every rank runs waves - 1 before finish().
+  const int waves = c_.parallel.pp > 1 && mode_.on_arrival ? c_.parallel.waves : 1;
+  const size_t first_expected = static_cast<size_t>(own_prompts()) * c_.group_size;
+  int next_wave = 1;
+  size_t received = RlLoop::received(b);
+  auto run_waves = [&](bool all) {
+    for (; next_wave < waves && (all || received * waves >= first_expected * next_wave);
+         ++next_wave) {
+      telemetry::ScopedSpan span(trace_, track_, "pipeline wave");
+      step->wave();
+    }
+  };
+  run_waves(false);
   std::vector<engine::Sample> raw;  // whole-batch modes: per-sample work after the full batch
   // Dynamic sampling adds refill prompts as groups complete; with the whole batch collected
   // before per-sample work (colocate, disagg) they are known only after it, hence two loops.
-  size_t received = RlLoop::received(b);
   while (received < expected(b)) {
     if (!mode_.dedicated_generator) drive_colocated();
     while (received < expected(b)) {
@@ -116,12 +129,14 @@ UpdateResult RlLoop::run_iteration(int64_t k, IterationStats* st) {
       }
       accept(std::move(s), st);
       train_ready(/*eager=*/true);
+      run_waves(false);
     }
     for (auto& s : raw) accept(std::move(s), st);
     raw.clear();
     train_ready(mode_.on_arrival);
   }
 
+  run_waves(true);
   if (c_.parallel.pp > 1) preview_next(k, *step, st);
   UpdateResult up;
   try {
