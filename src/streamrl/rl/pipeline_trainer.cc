@@ -282,9 +282,12 @@ PipelineStepStats PipelineTrainer::forward_backward(
   sums = world_.all_reduce_sum(sums);
   stats.loss = sums.back();
   sums.pop_back();
-  fit_.decay(planner::PipelineCostFit::kKeepPerStep);
-  fit_.merge(sums);
-  profile_ = fit_.apply(prior_);
+  // A pass where no replica trained (a wave before any group was in) says nothing about costs.
+  if (std::any_of(sums.begin(), sums.end(), [](double v) { return v != 0; })) {
+    fit_.decay(planner::PipelineCostFit::kKeepPerStep);
+    fit_.merge(sums);
+    profile_ = fit_.apply(prior_);
+  }
   return stats;
 }
 
