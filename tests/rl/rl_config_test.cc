@@ -146,14 +146,16 @@ TEST(RlConfig, BadValuesNameTheKey) {
   EXPECT_EQ(message.find('\n'), std::string::npos);
 }
 
-// The `parallel` section of train and sft: pipeline passes per step (parallel.pp_waves).
-TEST(ParallelConfig, ReadsPipelineWavesAndRejectsBadOnes) {
-  const auto parallel = [](const std::string& override) {
+// The `parallel` section: pipeline passes per step (parallel.pp_waves) in train, not in sft.
+TEST(ParallelConfig, ReadsPipelineWavesForTrainAndRejectsBadOnes) {
+  const auto parallel = [](const std::string& override, bool train = true) {
     core::Config root = core::Config::from_string("parallel: {}\n", {override});
     ParallelConfig c;
-    c.read(root.section("parallel"));
+    c.read(root.section("parallel"), train);
+    root.check_all_used();
     return c;
   };
+  EXPECT_THROW(parallel("parallel.pp_waves=2", /*train=*/false), InputError);
   EXPECT_EQ(ParallelConfig{}.waves, 1);
   EXPECT_EQ(parallel("parallel.pp_waves=4").waves, 4);
   try {

@@ -18,13 +18,13 @@
 
 namespace streamrl::rl {
 
-void ParallelConfig::read(const core::Config& parallel) {
+void ParallelConfig::read(const core::Config& parallel, bool train) {
   parallel.get("pp", pp);
   parallel.get("pp_chunks", chunks);
   parallel.get("pp_schedule", schedule);
   parallel.get("pp_micro_batches", micro_batches);
   parallel.get("pp_partition", partition);
-  parallel.get("pp_waves", waves);
+  if (train) parallel.get("pp_waves", waves);
   if (pp < 1) throw InputError("parallel.pp must be >= 1, got " + std::to_string(pp));
   if (chunks < 1)
     throw InputError("parallel.pp_chunks must be >= 1, got " + std::to_string(chunks));

@@ -31,7 +31,7 @@ struct ParallelConfig {
   int chunks = 1;                    // parallel.pp_chunks: model chunks per stage (interleaved)
   std::string schedule = "dynamic";  // parallel.pp_schedule: "dynamic" or "1f1b" (static)
   int micro_batches = 0;             // parallel.pp_micro_batches: the static count (0: 2 * pp)
-  // parallel.pp_waves (train, stream and async modes): the pipeline passes one step is cut into.
+  // parallel.pp_waves (train only; stream and async modes): the pipeline passes of one step.
   // Each rank starts pass w once w / waves of its samples are back, on the complete groups the
   // replica's stages hold by then, so training overlaps generation; the gradients are summed over
   // the world once, after the last (the same update). 1: one pass once the batch is in.
@@ -46,8 +46,9 @@ struct ParallelConfig {
   // on the first chunk while the others are in flight (Lina's pipelining; 1: one exchange).
   int ep_chunks = 1;
 
-  // Reads the `parallel` section. InputError for bad values.
-  void read(const core::Config& parallel);
+  // Reads the `parallel` section; `train` also reads the keys only RL has (pp_waves: sft knows
+  // each batch ahead). InputError for bad values.
+  void read(const core::Config& parallel, bool train = false);
 };
 
 // Per-layer costs from the model's shape (FLOPs at a nominal rate; the LM head counted in the

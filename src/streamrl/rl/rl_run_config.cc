@@ -64,7 +64,7 @@ RlRunConfig RlRunConfig::from_config(const core::Config& root) {
   root.section("telemetry").get("samples", c.sample_log);
   read_eval(root.section("eval"), &c.eval_every, &c.eval);
   c.checkpoint.read(root.section("checkpoint"));
-  c.parallel.read(root.section("parallel"));
+  c.parallel.read(root.section("parallel"), /*train=*/true);
   root.check_all_used();
   if (!c.sgs_urls.empty() && !core::traits(c.mode).dedicated_generator) {
     throw InputError("sgs.urls: remote generation needs a dedicated mode (disagg, stream, async)");
