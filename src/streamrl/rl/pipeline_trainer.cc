@@ -4,10 +4,10 @@
 #include <array>
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <optional>
 
+#include "streamrl/core/byte_codec.h"
 #include "streamrl/core/errors.h"
 #include "streamrl/core/log.h"
 #include "streamrl/model/layer_timing.h"
@@ -200,18 +200,16 @@ void PipelineTrainer::plan_ahead(const std::vector<int64_t>& lengths) {
 }
 
 void PipelineTrainer::plan_next(const std::optional<std::vector<int64_t>>& own) {
-  // One byte for whether the share is known (an empty share is known), then its lengths.
-  std::string bytes(1, own ? '\1' : '\0');
-  if (own) {
-    bytes.append(reinterpret_cast<const char*>(own->data()), own->size() * sizeof(int64_t));
-  }
+  // Whether the share is known (an empty share is known), then its lengths.
+  core::ByteWriter w;
+  w.put<uint8_t>(own ? 1 : 0);
+  if (own) w.put(*own);
   std::vector<int64_t> lengths;
-  for (const std::string& stage : gather_replica(bytes)) {
-    if (stage.empty() || stage[0] == '\0') return;  // a stage's share is still coming
-    const size_t n = (stage.size() - 1) / sizeof(int64_t);
-    const size_t at = lengths.size();
-    lengths.resize(at + n);
-    std::memcpy(lengths.data() + at, stage.data() + 1, n * sizeof(int64_t));
+  for (const std::string& stage : gather_replica(w.take())) {
+    core::ByteReader r(stage, "planned lengths");
+    if (r.get<uint8_t>() == 0) return;  // a stage's share is still coming
+    const std::vector<int64_t> share = r.get_vector<int64_t>();
+    lengths.insert(lengths.end(), share.begin(), share.end());
   }
   plan_ahead(lengths);
 }

@@ -130,10 +130,12 @@ void PolicyStep::add(std::vector<ScoredSample> samples, bool eager) {
   }
 }
 
-void PolicyStep::preview_next(const std::vector<ScoredSample>& next) {
+void PolicyStep::preview_next(const std::vector<ScoredSample>* next) {
   if (!pipeline_) return;
+  previewed_ = true;
+  if (!next) return;
   next_lengths_.emplace();
-  for (const ScoredSample& s : next) {
+  for (const ScoredSample& s : *next) {
     if (!skips(s)) next_lengths_->push_back(total_tokens(s));
   }
 }
@@ -337,7 +339,7 @@ void PolicyStep::run_pipelined(bool last) {
   const int64_t micro_batches_before = result_.micro_batches;
   model::MoeStats router;  // this stage's layers
   // The next step's batch, planned on another thread while this step's last pass trains.
-  if (last) pipeline_->plan_next(next_lengths_);
+  if (last && previewed_) pipeline_->plan_next(next_lengths_);
   const PipelineStepStats stats = pipeline_->forward_backward(
       lengths,
       [&](const std::vector<int>& idx) {

@@ -62,10 +62,11 @@ class TrainerStep {
   virtual void add(std::vector<ScoredSample> samples, bool eager) = 0;
   // Trains on what is left, then takes the optimizer step at learning rate `lr`.
   virtual UpdateResult finish(double lr, double grad_clip) = 0;
-  // Before finish(): `next` is all the next step will be given, in order (async modes, when the
-  // next iteration's groups are all in already). A pipelined step plans that step's schedule
-  // while it trains; others ignore it.
-  virtual void preview_next(const std::vector<ScoredSample>& next) { (void)next; }
+  // Before finish(), in the steps whose next step's samples may already be in (async modes with
+  // a pipeline; every rank calls it or none does): `next` is all that step will be given, in
+  // order, or null while some are still coming. A pipelined step plans that step's schedule while
+  // it trains; others ignore it.
+  virtual void preview_next(const std::vector<ScoredSample>* next) { (void)next; }
   // A pipeline pass over what was added so far, before finish() (parallel.pp_waves); others
   // ignore it. A collective for pipelined steps: every rank calls it as often per step.
   virtual void wave() {}
@@ -97,8 +98,9 @@ class PolicyStep : public TrainerStep {
   UpdateResult finish(double lr, double grad_clip) override;
 
   // Pipeline stages: the lengths of what the next step will train (after the zero-advantage
-  // skip) are planned while this step trains (PipelineTrainer::plan_next).
-  void preview_next(const std::vector<ScoredSample>& next) override;
+  // skip) are planned while this step trains (PipelineTrainer::plan_next, a collective only
+  // steps that were previewed run).
+  void preview_next(const std::vector<ScoredSample>* next) override;
 
   // Pipeline stages: trains what the replica's stages have added so far through the pipeline
   // now, without the gradient all-reduce, so training overlaps generation; finish() trains the
@@ -172,7 +174,8 @@ class PolicyStep : public TrainerStep {
   UpdateResult result_;
   double sequences_ = 0;  // trained sequences (with at least one output token)
   bool skip_zero_advantage_ = false;
-  std::optional<std::vector<int64_t>> next_lengths_;  // from preview_next()
+  bool previewed_ = false;                            // preview_next() was called
+  std::optional<std::vector<int64_t>> next_lengths_;  // its lengths, when all were in
   int waves_ = 0;                                     // pipeline passes that trained samples
   telemetry::Trace* trace_ = nullptr;
   int trace_track_ = 0;

@@ -137,7 +137,7 @@ UpdateResult RlLoop::run_iteration(int64_t k, IterationStats* st) {
   }
 
   run_waves(true);
-  if (c_.parallel.pp > 1) preview_next(k, *step, st);
+  preview_next(k, *step, st);
   UpdateResult up;
   try {
     telemetry::ScopedSpan span(trace_, track_, "optimizer step");
@@ -186,12 +186,15 @@ size_t RlLoop::received(const IterationBatch& b) {
 // In async modes the next iteration's groups come in while this one is collected; when all of
 // this rank's are in before this step trains (what is queued is taken first), the pipeline
 // stages can plan the next step's schedule while this one trains (PipeWeaver/DIP). Those samples
-// go to the next step first and in this order (run_iteration's first train_ready).
+// go to the next step first and in this order (run_iteration's first train_ready). Whether a step
+// previews depends on the config and k alone, so every rank of a pipeline does it alike.
 void RlLoop::preview_next(int64_t k, TrainerStep& step, IterationStats* st) {
+  if (c_.parallel.pp < 2 || !mode_.on_arrival || !mode_.dedicated_generator) return;
   const auto next = batches_.find(k + 1);
-  if (next == batches_.end() || !mode_.on_arrival || !mode_.dedicated_generator) return;
+  if (next == batches_.end()) return;
   for (engine::Sample& s : gen_->queue().drain()) accept(std::move(s), st);
-  if (received(next->second) == expected(next->second)) step.preview_next(next->second.ready);
+  const bool all_in = received(next->second) == expected(next->second);
+  step.preview_next(all_in ? &next->second.ready : nullptr);
 }
 
 // Data parallelism: rank r generates and trains prompts r, r + world, r + 2 world, ...

@@ -1,69 +1,12 @@
 #include "streamrl/rl/trajectory.h"
 
-#include <cstring>
-#include <type_traits>
-
+#include "streamrl/core/byte_codec.h"
 #include "streamrl/core/errors.h"
 
 namespace streamrl::rl {
-namespace {
-
-// Host byte order: both ends are ranks of one run on like machines.
-class Writer {
- public:
-  template <class T>
-  void put(T v) {
-    static_assert(std::is_trivially_copyable_v<T>);
-    out_.append(reinterpret_cast<const char*>(&v), sizeof(T));
-  }
-  template <class T>
-  void put(const std::vector<T>& v) {
-    put<uint64_t>(v.size());
-    out_.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
-  }
-  std::string take() { return std::move(out_); }
-
- private:
-  std::string out_;
-};
-
-class Reader {
- public:
-  explicit Reader(const std::string& in) : in_(in) {}
-  template <class T>
-  T get() {
-    T v;
-    take(&v, sizeof(T));
-    return v;
-  }
-  template <class T>
-  std::vector<T> get_vector() {
-    const uint64_t n = get<uint64_t>();
-    if (n > (in_.size() - pos_) / sizeof(T)) fail();
-    std::vector<T> v(n);
-    take(v.data(), n * sizeof(T));
-    return v;
-  }
-  bool done() const { return pos_ == in_.size(); }
-
- private:
-  void take(void* dst, size_t n) {
-    if (n > in_.size() - pos_) fail();
-    std::memcpy(dst, in_.data() + pos_, n);
-    pos_ += n;
-  }
-  [[noreturn]] void fail() const {
-    throw RuntimeFailure("sample bytes are truncated or malformed at byte " + std::to_string(pos_) +
-                         " of " + std::to_string(in_.size()));
-  }
-  const std::string& in_;
-  size_t pos_ = 0;
-};
-
-}  // namespace
 
 std::string encode_samples(const std::vector<ScoredSample>& samples) {
-  Writer w;
+  core::ByteWriter w;
   w.put<uint64_t>(samples.size());
   for (const ScoredSample& s : samples) {
     w.put<int64_t>(s.sample.request_id);
@@ -87,7 +30,7 @@ std::string encode_samples(const std::vector<ScoredSample>& samples) {
 }
 
 std::vector<ScoredSample> decode_samples(const std::string& bytes) {
-  Reader r(bytes);
+  core::ByteReader r(bytes, "sample bytes");
   const uint64_t n = r.get<uint64_t>();
   std::vector<ScoredSample> out;
   for (uint64_t i = 0; i < n; ++i) {

@@ -1,0 +1,73 @@
+// Flat byte messages between the ranks of one run: trivially copyable values and vectors of them,
+// in host byte order (both ends run the same build on like machines).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include "streamrl/core/errors.h"
+
+namespace streamrl::core {
+
+class ByteWriter {
+ public:
+  template <class T>
+  void put(T v) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    out_.append(reinterpret_cast<const char*>(&v), sizeof(T));
+  }
+  // The element count, then the elements.
+  template <class T>
+  void put(const std::vector<T>& v) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    put<uint64_t>(v.size());
+    out_.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+  }
+  std::string take() { return std::move(out_); }
+
+ private:
+  std::string out_;
+};
+
+// Reads what a ByteWriter wrote, in the same order; running off the end throws RuntimeFailure
+// naming `what` ("sample bytes") and the byte. `in` must outlive the reader.
+class ByteReader {
+ public:
+  ByteReader(std::string_view in, const char* what) : in_(in), what_(what) {}
+  template <class T>
+  T get() {
+    static_assert(std::is_trivially_copyable_v<T>);
+    T v;
+    take(&v, sizeof(T));
+    return v;
+  }
+  template <class T>
+  std::vector<T> get_vector() {
+    const uint64_t n = get<uint64_t>();
+    if (n > (in_.size() - pos_) / sizeof(T)) fail();
+    std::vector<T> v(n);
+    take(v.data(), n * sizeof(T));
+    return v;
+  }
+  bool done() const { return pos_ == in_.size(); }
+
+ private:
+  void take(void* dst, size_t n) {
+    if (n > in_.size() - pos_) fail();
+    if (n > 0) std::memcpy(dst, in_.data() + pos_, n);
+    pos_ += n;
+  }
+  [[noreturn]] void fail() const {
+    throw RuntimeFailure(std::string(what_) + " are truncated or malformed at byte " +
+                         std::to_string(pos_) + " of " + std::to_string(in_.size()));
+  }
+  std::string_view in_;
+  const char* what_;
+  size_t pos_ = 0;
+};
+
+}  // namespace streamrl::core
