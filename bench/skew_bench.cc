@@ -1,11 +1,14 @@
 #include "skew_bench.h"
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <deque>
 #include <filesystem>
+#include <limits>
 #include <mutex>
+#include <utility>
 
 #include "rounds.h"
 #include "streamrl/core/clock.h"
@@ -19,6 +22,7 @@
 #include "streamrl/sgs/dispatch.h"
 #include "streamrl/sgs/instance_pool.h"
 #include "streamrl/sgs/length_ranker.h"
+#include "streamrl/sgs/replay.h"
 #include "streamrl/tasks/length_stats.h"
 #include "streamrl/tasks/split.h"
 #include "streamrl/tokenizer/tokenizer.h"
@@ -152,6 +156,55 @@ nlohmann::json plan_json(const sgs::Assignment& a, size_t requests) {
           {"instances", inst}};
 }
 
+// The replay model's makespan of `plan` on the true output lengths: each instance's samples in
+// its admission order at its batch size (the model skew-aware dispatch plans with).
+double simulated_seconds(const core::PtlTable& ptl, const sgs::Assignment& plan,
+                         const std::vector<double>& truth,
+                         const std::vector<engine::Request>& requests) {
+  double slowest = 0;
+  for (const sgs::InstancePlan& inst : plan.instances) {
+    if (inst.order.empty()) continue;
+    std::vector<double> lengths;
+    double prompt = 0;
+    for (size_t i : inst.order) {
+      lengths.insert(lengths.end(), static_cast<size_t>(requests[i].n), truth[i]);
+      prompt += static_cast<double>(requests[i].prompt_ids.size());
+    }
+    const int prompt_len = static_cast<int>(std::lround(prompt / inst.order.size()));
+    slowest = std::max(slowest, sgs::replay_instance(ptl, lengths, inst.batch_size, prompt_len));
+  }
+  return slowest;
+}
+
+// What the latency model says is possible with exact lengths: skew-aware dispatch with every
+// long-tail cut (1, 2, ... requests, not the auto grid's), each with its best group sizes and
+// batch sizes, valued on the true lengths. Its best makespan, and the cut that gives it.
+std::pair<double, size_t> simulated_ceiling(const core::PtlTable& ptl,
+                                            const engine::Profile& profile, int instances,
+                                            const std::vector<engine::Request>& requests,
+                                            const std::vector<double>& truth) {
+  sgs::LengthWindow exact(truth.size());  // calibrating to it keeps the true lengths
+  for (double l : truth) exact.add(l);
+  std::vector<sgs::DispatchItem> items;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    items.push_back({truth[i], requests[i].n, static_cast<int>(requests[i].prompt_ids.size())});
+  }
+  sgs::DispatchConfig cfg;
+  cfg.policy = sgs::DispatchPolicy::kSkewAware;
+  cfg.latency_model = sgs::LatencyModel::kReplay;
+  cfg.auto_alpha = false;
+  cfg.max_batch_size = kMaxBatch;
+  std::pair<double, size_t> best{std::numeric_limits<double>::infinity(), 0};
+  for (size_t m = 0; m <= requests.size(); ++m) {
+    // Just above m / n, so the floor in dispatch lands on m.
+    cfg.alpha = std::min(1.0, (static_cast<double>(m) + 0.5) / requests.size());
+    const sgs::Assignment a = sgs::dispatch(items, instances, cfg, &profile, &exact);
+    const double s = simulated_seconds(ptl, a, truth, requests);
+    if (s < best.first) best = {s, m};
+  }
+  return best;
+}
+
 // Random-FIFO; skew-aware (the default: replay latency model, alpha auto) and Algorithm 2 as
 // printed (Eq. 2, alpha 0.2), each with the ranker's estimates and with oracle lengths; and
 // least-loaded + LPT, on `instances` instances of one pool; repeated alternately (median reported).
@@ -267,8 +320,32 @@ nlohmann::json compare_schedules(model::CausalLM& lm, int instances,
     wall_speedup[v.name] = log.ratio_median("random_fifo_median.wall", v.name + ".wall");
     mism[v.name] = v.mismatched;
   }
+  // The same comparison in the replay model on the true lengths, and the best it finds possible:
+  // where the measured speed-ups fall short of a goal, this says whether any split could meet it.
+  const core::PtlTable ptl = profile.table();
+  nlohmann::json sim_seconds, sim_speedup;
+  std::vector<double> sim_deals;
+  for (const auto& v : variants) {
+    const double sec = simulated_seconds(ptl, *v.plan, truth, requests);
+    sim_seconds[v.name] = sec;
+    if (v.name.starts_with("random_fifo")) sim_deals.push_back(sec);
+  }
+  const double sim_random = core::median(sim_deals);
+  for (const auto& v : variants)
+    sim_speedup[v.name] = sim_random / sim_seconds[v.name].get<double>();
+  const auto [ceiling_s, ceiling_cut] = simulated_ceiling(ptl, profile, instances, requests, truth);
   if (truth_out) *truth_out = truth;
   return {{"instances", instances},
+          {"simulated",
+           {{"note",
+             "replay latency model on the true lengths (what skew-aware dispatch plans with); "
+             "ceiling: the best skew-aware split over every long-tail cut with exact lengths"},
+            {"seconds", sim_seconds},
+            {"speedup", sim_speedup},
+            {"random_fifo_median_seconds", sim_random},
+            {"ceiling_seconds", ceiling_s},
+            {"ceiling_long_requests", ceiling_cut},
+            {"ceiling_speedup", sim_random / ceiling_s}}},
           {"seconds", seconds},
           {"speedup", speedup},
           {"speedup_rounds", speedup_rounds},
@@ -380,6 +457,8 @@ nlohmann::json run_skew_bench(const BenchOptions& options) {
       {"two_instances", two},
       {"four_instances", four},
       {"ranker_speedup", two["speedup"]["skew_ranker"]},
+      {"simulated_ceiling_speedup", two["simulated"]["ceiling_speedup"]},
+      {"simulated_oracle_speedup", two["simulated"]["speedup"]["skew_oracle"]},
       {"oracle_speedup", two["speedup"]["skew_oracle"]},
       {"paper_ranker_speedup", two["speedup"]["paper_skew_ranker"]},
       {"paper_oracle_speedup", two["speedup"]["paper_skew_oracle"]},
