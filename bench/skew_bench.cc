@@ -156,19 +156,19 @@ nlohmann::json plan_json(const sgs::Assignment& a, size_t requests) {
           {"instances", inst}};
 }
 
-// The replay model's makespan of `plan` on the true output lengths: each instance's samples in
-// its admission order at its batch size (the model skew-aware dispatch plans with).
+// The replay model's makespan of `plan` on the lengths in `items` (true lengths: the items of
+// items_for(requests, truth)): each instance's samples in its admission order at its batch size,
+// as skew-aware dispatch values its candidates.
 double simulated_seconds(const core::PtlTable& ptl, const sgs::Assignment& plan,
-                         const std::vector<double>& truth,
-                         const std::vector<engine::Request>& requests) {
+                         const std::vector<sgs::DispatchItem>& items) {
   double slowest = 0;
   for (const sgs::InstancePlan& inst : plan.instances) {
     if (inst.order.empty()) continue;
     std::vector<double> lengths;
     double prompt = 0;
     for (size_t i : inst.order) {
-      lengths.insert(lengths.end(), static_cast<size_t>(requests[i].n), truth[i]);
-      prompt += static_cast<double>(requests[i].prompt_ids.size());
+      lengths.insert(lengths.end(), static_cast<size_t>(items[i].n), items[i].estimate);
+      prompt += items[i].prompt_len;
     }
     const int prompt_len = static_cast<int>(std::lround(prompt / inst.order.size()));
     slowest = std::max(slowest, sgs::replay_instance(ptl, lengths, inst.batch_size, prompt_len));
@@ -181,25 +181,23 @@ double simulated_seconds(const core::PtlTable& ptl, const sgs::Assignment& plan,
 // batch sizes, valued on the true lengths. Its best makespan, and the cut that gives it.
 std::pair<double, size_t> simulated_ceiling(const core::PtlTable& ptl,
                                             const engine::Profile& profile, int instances,
-                                            const std::vector<engine::Request>& requests,
-                                            const std::vector<double>& truth) {
-  sgs::LengthWindow exact(truth.size());  // calibrating to it keeps the true lengths
-  for (double l : truth) exact.add(l);
-  std::vector<sgs::DispatchItem> items;
-  for (size_t i = 0; i < requests.size(); ++i) {
-    items.push_back({truth[i], requests[i].n, static_cast<int>(requests[i].prompt_ids.size())});
-  }
+                                            const std::vector<sgs::DispatchItem>& truth_items) {
+  // Calibrating to the batch's own lengths leaves them close to true; the plans are valued on
+  // the true ones anyway.
+  sgs::LengthWindow exact(truth_items.size());
+  for (const sgs::DispatchItem& item : truth_items) exact.add(item.estimate);
   sgs::DispatchConfig cfg;
   cfg.policy = sgs::DispatchPolicy::kSkewAware;
   cfg.latency_model = sgs::LatencyModel::kReplay;
   cfg.auto_alpha = false;
   cfg.max_batch_size = kMaxBatch;
+  const size_t n = truth_items.size();
   std::pair<double, size_t> best{std::numeric_limits<double>::infinity(), 0};
-  for (size_t m = 0; m <= requests.size(); ++m) {
+  for (size_t m = 0; m <= n; ++m) {
     // Just above m / n, so the floor in dispatch lands on m.
-    cfg.alpha = std::min(1.0, (static_cast<double>(m) + 0.5) / requests.size());
-    const sgs::Assignment a = sgs::dispatch(items, instances, cfg, &profile, &exact);
-    const double s = simulated_seconds(ptl, a, truth, requests);
+    cfg.alpha = std::min(1.0, (static_cast<double>(m) + 0.5) / static_cast<double>(n));
+    const sgs::Assignment a = sgs::dispatch(truth_items, instances, cfg, &profile, &exact);
+    const double s = simulated_seconds(ptl, a, truth_items);
     if (s < best.first) best = {s, m};
   }
   return best;
@@ -326,14 +324,14 @@ nlohmann::json compare_schedules(model::CausalLM& lm, int instances,
   nlohmann::json sim_seconds, sim_speedup;
   std::vector<double> sim_deals;
   for (const auto& v : variants) {
-    const double sec = simulated_seconds(ptl, *v.plan, truth, requests);
+    const double sec = simulated_seconds(ptl, *v.plan, truth_items);
     sim_seconds[v.name] = sec;
     if (v.name.starts_with("random_fifo")) sim_deals.push_back(sec);
   }
   const double sim_random = core::median(sim_deals);
-  for (const auto& v : variants)
-    sim_speedup[v.name] = sim_random / sim_seconds[v.name].get<double>();
-  const auto [ceiling_s, ceiling_cut] = simulated_ceiling(ptl, profile, instances, requests, truth);
+  for (const auto& [name, sec] : sim_seconds.items())
+    sim_speedup[name] = sim_random / sec.get<double>();
+  const auto [ceiling_s, ceiling_cut] = simulated_ceiling(ptl, profile, instances, truth_items);
   if (truth_out) *truth_out = truth;
   return {{"instances", instances},
           {"simulated",
