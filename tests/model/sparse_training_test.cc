@@ -191,6 +191,11 @@ TEST(SparseTraining, TrainerFitsPredictorsAndSwitchesHeadsOnlyByItsThresholds) {
   const double sparsity = m["layers"][0]["sparsity"].get<double>();
   EXPECT_GT(sparsity, 0.0);
   EXPECT_LT(sparsity, 1.0);
+  // Recall: coverage over the best block choice's for the same rows, so in (0, 1].
+  for (const auto& layer : m["layers"]) {
+    EXPECT_GT(layer["recall"].get<double>(), 0.0) << m.dump();
+    EXPECT_LE(layer["recall"].get<double>(), 1.0 + 1e-6) << m.dump();
+  }
   EXPECT_EQ(testing_util::max_param_diff(lm, reference), 0.0);  // the model itself never moves
 
   // No head is ever completely sparse: a threshold of 1 switches none.
@@ -206,6 +211,8 @@ TEST(SparseTraining, TrainerFitsPredictorsAndSwitchesHeadsOnlyByItsThresholds) {
   EXPECT_EQ(resumed.metrics()["observed"], 42);
   EXPECT_NEAR(resumed.metrics()["layers"][1]["coverage"].get<double>(),
               m["layers"][1]["coverage"].get<double>(), 1e-9);
+  EXPECT_NEAR(resumed.metrics()["layers"][1]["recall"].get<double>(),
+              m["layers"][1]["recall"].get<double>(), 1e-6);
 }
 
 TEST(SparseTraining, OptionsRejectBadValues) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "streamrl/core/errors.h"
@@ -117,6 +118,51 @@ TEST(KeyBlocks, SelectionEqualsBruteForce) {
       EXPECT_EQ(actual, expected) << "head " << h << " block " << i;
       EXPECT_EQ(got[h][i][0].item<int64_t>(), i);  // the diagonal first
     }
+  }
+}
+
+// The mass-optimal choice: each query block's top blocks by the real softmax mass of its rows
+// (brute force over the full [S, S] attention), and no selection covers more.
+TEST(KeyBlocks, BestBlocksHoldTheMostMass) {
+  torch::manual_seed(5);
+  const int64_t H = 2, S = 150, d = 8;  // 10 blocks of 16, the last one partial
+  const Tensor q = torch::randn({H, S, d}) * 2, k = torch::randn({H, S, d}) * 2;
+  KeyBlockConfig c;
+  c.block = 16;
+  c.keep = 4;
+  c.recent = 1;
+  const double scale = 0.5;
+  const Tensor got = best_key_blocks(q, k, c, scale);
+  const int64_t nb = 10;
+  ASSERT_EQ(got.sizes(), (std::vector<int64_t>{H, nb, 4}));
+  const Tensor causal = torch::ones({S, S}, torch::kBool).tril();
+  const Tensor p = torch::softmax(
+      (torch::matmul(q, k.transpose(1, 2)) * scale).masked_fill(~causal, -INFINITY), -1);
+  for (int64_t h = 0; h < H; ++h) {
+    for (int64_t i = 0; i < nb; ++i) {
+      const int64_t lo = i * c.block, hi = std::min(S, lo + c.block);
+      std::vector<std::pair<double, int64_t>> cand;  // (block's mass over the query block's rows)
+      for (int64_t j = 0; j + c.recent < i; ++j) {
+        cand.emplace_back(
+            p[h].narrow(0, lo, hi - lo).narrow(1, j * c.block, c.block).sum().item<double>(), j);
+      }
+      std::sort(cand.rbegin(), cand.rend());
+      std::set<int64_t> expected = {i, std::max<int64_t>(0, i - 1)};
+      for (size_t t = 0; t < cand.size() && t < 2; ++t) expected.insert(cand[t].second);
+      std::set<int64_t> actual;
+      for (int64_t s = 0; s < 4; ++s) actual.insert(got[h][i][s].item<int64_t>());
+      EXPECT_EQ(actual, expected) << "head " << h << " block " << i;
+    }
+  }
+  // Over every row or every third (the rows block_coverage samples), no choice covers more.
+  const Tensor rule_blocks = select_key_blocks(q, k, c);
+  for (int64_t stride : {1, 3}) {
+    const Tensor best =
+        block_coverage(q, k, best_key_blocks(q, k, c, scale, stride), c.block, scale, stride);
+    const Tensor rule = block_coverage(q, k, rule_blocks, c.block, scale, stride);
+    const Tensor all = block_coverage(q, k, all_blocks(H, nb), c.block, scale, stride);
+    EXPECT_TRUE((best >= rule - 1e-6).all().item<bool>()) << stride << best << rule;
+    EXPECT_TRUE((best < all).all().item<bool>()) << stride << best;
   }
 }
 

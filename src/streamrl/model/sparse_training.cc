@@ -95,6 +95,7 @@ SparseAttentionTrainer::SparseAttentionTrainer(CausalLM& lm, const SparseTrainin
   loss_.assign(lm_->sparse_predictors().size(), NAN);
   sparsity_.resize(loss_.size());
   coverage_.resize(loss_.size());
+  recall_.resize(loss_.size());
 }
 
 bool SparseAttentionTrainer::capture(ScoreOptions& options) {
@@ -149,8 +150,14 @@ void SparseAttentionTrainer::observe(const std::vector<AttentionCapture>& captur
         sparse::head_sparsity(q, k, scale, options_.theta, options_.stride).cpu();
     const torch::Tensor coverage =
         sparse::block_coverage(q, k, blocks, cfg.train.block, scale, options_.stride).cpu();
+    // Against the blocks that hold the most real mass of the same rows at this budget: what the
+    // predictor loses, apart from what the block budget does.
+    const torch::Tensor best = sparse::block_coverage(
+        q, k, sparse::best_key_blocks(q, k, cfg.train, scale, options_.stride), cfg.train.block,
+        scale, options_.stride);
     sparsity_[l] = ema(sparsity_[l], sparsity);
     coverage_[l] = ema(coverage_[l], coverage);
+    recall_[l] = ema(recall_[l], coverage / best.cpu().clamp_min(1e-12));
   }
   torch::stack(losses).sum().backward();
   optimizer_->step();
@@ -184,6 +191,7 @@ nlohmann::json SparseAttentionTrainer::metrics() const {
     if (!std::isnan(loss_[l])) rec["predictor_loss"] = loss_[l];
     if (sparsity_[l].defined()) rec["sparsity"] = sparsity_[l].mean().item<double>();
     if (coverage_[l].defined()) rec["coverage"] = coverage_[l].mean().item<double>();
+    if (recall_[l].defined()) rec["recall"] = recall_[l].mean().item<double>();
     layers.push_back(std::move(rec));
   }
   nlohmann::json out = {{"observed", observed_},
@@ -205,8 +213,10 @@ nlohmann::json SparseAttentionTrainer::state() const {
   for (size_t l = 0; l < loss_.size(); ++l) {
     nlohmann::json loss = nullptr;
     if (!std::isnan(loss_[l])) loss = loss_[l];
-    layers.push_back(
-        {{"loss", loss}, {"sparsity", values(sparsity_[l])}, {"coverage", values(coverage_[l])}});
+    layers.push_back({{"loss", loss},
+                      {"sparsity", values(sparsity_[l])},
+                      {"coverage", values(coverage_[l])},
+                      {"recall", values(recall_[l])}});
   }
   return {{"observed", observed_}, {"layers", std::move(layers)}};
 }
@@ -228,6 +238,7 @@ void SparseAttentionTrainer::restore(const nlohmann::json& state) {
     loss_[l] = rec.at("loss").is_null() ? NAN : rec.at("loss").get<double>();
     sparsity_[l] = tensor(rec.at("sparsity"));
     coverage_[l] = tensor(rec.at("coverage"));
+    recall_[l] = tensor(rec.value("recall", nlohmann::json()));  // absent before it was kept
   }
 }
 

@@ -64,7 +64,9 @@ class SparseAttentionTrainer {
   bool capture(ScoreOptions& options);
   void observe_captured(const torch::Tensor& valid);
 
-  // Per layer: predictor_loss, sparsity and coverage (means over heads), sparse_heads (indices).
+  // Per layer: predictor_loss, sparsity, coverage and recall (coverage over what the best block
+  // choice for the same sampled rows covers: a lower bound on the predictor's share) as means
+  // over heads, sparse_heads (indices).
   nlohmann::json metrics() const;
   // What chose min_tokens (the measured speed-up table, or how it was set): in metrics().
   void set_dispatch(nlohmann::json dispatch) { dispatch_ = std::move(dispatch); }
@@ -81,9 +83,9 @@ class SparseAttentionTrainer {
   int64_t observed_ = 0;
   bool fed_this_step_ = false;
   nlohmann::json dispatch_;
-  std::vector<AttentionCapture> captured_;          // the forward capture() armed
-  std::vector<double> loss_;                        // per layer
-  std::vector<torch::Tensor> sparsity_, coverage_;  // per layer [H] float
+  std::vector<AttentionCapture> captured_;                   // the forward capture() armed
+  std::vector<double> loss_;                                 // per layer
+  std::vector<torch::Tensor> sparsity_, coverage_, recall_;  // per layer [H] float
 };
 
 // What a trainer does with model.sparse_attention once `lm` is loaded or resumed: with `enabled`, a

@@ -22,4 +22,11 @@ struct KeyBlockConfig {
 torch::Tensor select_key_blocks(const torch::Tensor& q_lr, const torch::Tensor& k_lr,
                                 const KeyBlockConfig& config);
 
+// The same [H, nb, keep] layout chosen from the real attention: each query block keeps the blocks
+// that hold the most softmax mass of its rows (q, k [H, S, d] per query head; every `stride`-th
+// row, those block_coverage samples). No block choice at this budget covers more of those rows, so
+// a predictor is measured against it. O(S^2 / stride) work, O(block * S) memory.
+torch::Tensor best_key_blocks(const torch::Tensor& q, const torch::Tensor& k,
+                              const KeyBlockConfig& config, double scale, int64_t stride = 1);
+
 }  // namespace streamrl::sparse
