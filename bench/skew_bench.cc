@@ -22,7 +22,6 @@
 #include "streamrl/sgs/dispatch.h"
 #include "streamrl/sgs/instance_pool.h"
 #include "streamrl/sgs/length_ranker.h"
-#include "streamrl/sgs/replay.h"
 #include "streamrl/tasks/length_stats.h"
 #include "streamrl/tasks/split.h"
 #include "streamrl/tokenizer/tokenizer.h"
@@ -156,26 +155,6 @@ nlohmann::json plan_json(const sgs::Assignment& a, size_t requests) {
           {"instances", inst}};
 }
 
-// The replay model's makespan of `plan` on the lengths in `items` (true lengths: the items of
-// items_for(requests, truth)): each instance's samples in its admission order at its batch size,
-// as skew-aware dispatch values its candidates.
-double simulated_seconds(const core::PtlTable& ptl, const sgs::Assignment& plan,
-                         const std::vector<sgs::DispatchItem>& items) {
-  double slowest = 0;
-  for (const sgs::InstancePlan& inst : plan.instances) {
-    if (inst.order.empty()) continue;
-    std::vector<double> lengths;
-    double prompt = 0;
-    for (size_t i : inst.order) {
-      lengths.insert(lengths.end(), static_cast<size_t>(items[i].n), items[i].estimate);
-      prompt += items[i].prompt_len;
-    }
-    const int prompt_len = static_cast<int>(std::lround(prompt / inst.order.size()));
-    slowest = std::max(slowest, sgs::replay_instance(ptl, lengths, inst.batch_size, prompt_len));
-  }
-  return slowest;
-}
-
 // What the latency model says is possible with exact lengths: skew-aware dispatch with every
 // long-tail cut (1, 2, ... requests, not the auto grid's), each with its best group sizes and
 // batch sizes, valued on the true lengths. Its best makespan, and the cut that gives it.
@@ -197,7 +176,7 @@ std::pair<double, size_t> simulated_ceiling(const core::PtlTable& ptl,
     // Just above m / n, so the floor in dispatch lands on m.
     cfg.alpha = std::min(1.0, (static_cast<double>(m) + 0.5) / static_cast<double>(n));
     const sgs::Assignment a = sgs::dispatch(truth_items, instances, cfg, &profile, &exact);
-    const double s = simulated_seconds(ptl, a, truth_items);
+    const double s = sgs::replay_assignment(ptl, truth_items, a);
     if (s < best.first) best = {s, m};
   }
   return best;
@@ -324,7 +303,7 @@ nlohmann::json compare_schedules(model::CausalLM& lm, int instances,
   nlohmann::json sim_seconds, sim_speedup;
   std::vector<double> sim_deals;
   for (const auto& v : variants) {
-    const double sec = simulated_seconds(ptl, *v.plan, truth_items);
+    const double sec = sgs::replay_assignment(ptl, truth_items, *v.plan);
     sim_seconds[v.name] = sec;
     if (v.name.starts_with("random_fifo")) sim_deals.push_back(sec);
   }

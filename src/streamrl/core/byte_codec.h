@@ -1,5 +1,6 @@
-// Flat byte messages between the ranks of one run: trivially copyable values and vectors of them,
-// in host byte order (both ends run the same build on like machines).
+// Flat byte messages between the processes of one run (ranks, trainer and instances): trivially
+// copyable values, vectors of them and raw bytes, in host byte order (both ends run the same build
+// on like machines).
 #pragma once
 
 #include <cstdint>
@@ -27,17 +28,26 @@ class ByteWriter {
     put<uint64_t>(v.size());
     out_.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
   }
+  void append(std::string_view bytes) { out_.append(bytes); }
   std::string take() { return std::move(out_); }
 
  private:
   std::string out_;
 };
 
-// Reads what a ByteWriter wrote, in the same order; running off the end throws RuntimeFailure
-// naming `what` ("sample bytes") and the byte. `in` must outlive the reader.
+// Who wrote the bytes, which decides what running off their end is: a fault of this run
+// (RuntimeFailure) or bad input from outside it (InputError).
+enum class ByteSource { kRun, kInput };
+
+// Reads what a ByteWriter wrote, in the same order, from byte `start`; running off the end throws
+// (see ByteSource) naming `what` ("sample bytes") and the byte. `in` must outlive the reader.
 class ByteReader {
  public:
-  ByteReader(std::string_view in, const char* what) : in_(in), what_(what) {}
+  ByteReader(std::string_view in, const char* what, size_t start = 0,
+             ByteSource source = ByteSource::kRun)
+      : in_(in), what_(what), source_(source), pos_(start) {
+    if (start > in.size()) fail();
+  }
   template <class T>
   T get() {
     static_assert(std::is_trivially_copyable_v<T>);
@@ -53,6 +63,13 @@ class ByteReader {
     take(v.data(), n * sizeof(T));
     return v;
   }
+  // The next `n` bytes in place (no copy).
+  std::string_view view(size_t n) {
+    if (n > in_.size() - pos_) fail();
+    pos_ += n;
+    return in_.substr(pos_ - n, n);
+  }
+  size_t pos() const { return pos_; }
   bool done() const { return pos_ == in_.size(); }
 
  private:
@@ -62,12 +79,15 @@ class ByteReader {
     pos_ += n;
   }
   [[noreturn]] void fail() const {
-    throw RuntimeFailure(std::string(what_) + " are truncated or malformed at byte " +
-                         std::to_string(pos_) + " of " + std::to_string(in_.size()));
+    const std::string message = std::string(what_) + " are truncated or malformed at byte " +
+                                std::to_string(pos_) + " of " + std::to_string(in_.size());
+    if (source_ == ByteSource::kInput) throw InputError(message);
+    throw RuntimeFailure(message);
   }
   std::string_view in_;
   const char* what_;
-  size_t pos_ = 0;
+  ByteSource source_;
+  size_t pos_;
 };
 
 }  // namespace streamrl::core

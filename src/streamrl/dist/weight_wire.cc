@@ -7,6 +7,7 @@
 #include <bit>
 #include <cstring>
 
+#include "streamrl/core/byte_codec.h"
 #include "streamrl/core/errors.h"
 
 namespace streamrl::dist {
@@ -84,36 +85,10 @@ torch::ScalarType dtype_of_code(uint8_t code, const std::string& name) {
   }
 }
 
-template <typename T>
-void put(std::string& out, T v) {
-  out.append(reinterpret_cast<const char*>(&v), sizeof(T));
+// A bucket comes from another process over the network: running off its end is bad input.
+core::ByteReader bucket_reader(std::string_view bytes, size_t start) {
+  return core::ByteReader(bytes, "weight bucket bytes", start, core::ByteSource::kInput);
 }
-
-// Bounds-checked little-endian cursor over a bucket; running off the end means a truncated bucket.
-class Reader {
- public:
-  explicit Reader(std::string_view data, size_t pos = 0) : data_(data), pos_(pos) {}
-  template <typename T>
-  T get() {
-    T v;
-    std::memcpy(&v, take(sizeof(T)), sizeof(T));
-    return v;
-  }
-  const char* take(uint64_t n) {
-    if (n > data_.size() - pos_) {
-      throw InputError("weight bucket is truncated (" + std::to_string(data_.size()) +
-                       " bytes, needs more than " + std::to_string(pos_ + n - 1) + ")");
-    }
-    const char* p = data_.data() + pos_;
-    pos_ += n;
-    return p;
-  }
-  size_t pos() const { return pos_; }
-
- private:
-  std::string_view data_;
-  size_t pos_;
-};
 
 size_t descriptor_bytes(const std::string& name, int64_t ndim) {
   return 4 + name.size() + 2 + 8 * static_cast<size_t>(ndim) + 16;
@@ -129,14 +104,14 @@ struct Entry {
   const char* data = nullptr;
 };
 
-Entry read_entry(Reader& r) {
+Entry read_entry(core::ByteReader& r) {
   Entry e;
   const uint32_t name_len = r.get<uint32_t>();
   if (name_len == 0 || name_len > kMaxNameBytes) {
     throw InputError("weight bucket: tensor name length " + std::to_string(name_len) +
                      " is outside [1, " + std::to_string(kMaxNameBytes) + "]");
   }
-  e.name.assign(r.take(name_len), name_len);
+  e.name = r.view(name_len);
   e.dtype = dtype_of_code(r.get<uint8_t>(), e.name);
   const uint8_t ndim = r.get<uint8_t>();
   if (ndim > kMaxDims) {
@@ -160,7 +135,7 @@ Entry read_entry(Reader& r) {
                      std::to_string(e.length) + ") lies outside tensor '" + e.name + "' of " +
                      std::to_string(e.total) + " bytes");
   }
-  e.data = r.take(e.length);
+  e.data = r.view(e.length).data();
   return e;
 }
 
@@ -224,26 +199,27 @@ std::vector<std::string> encode_weight_buckets(
   // 2. Serialise each bucket and seal it with its checksum.
   std::vector<std::string> buckets;
   for (size_t b = 0; b < plan.size(); ++b) {
-    std::string out;
-    out.append(kMagic, 4);
-    put<uint32_t>(out, kWeightWireFormat);
-    put<int64_t>(out, version);
-    put<uint32_t>(out, static_cast<uint32_t>(b));
-    put<uint32_t>(out, static_cast<uint32_t>(plan.size()));
-    put<uint32_t>(out, static_cast<uint32_t>(plan[b].size()));
-    put<uint64_t>(out, 0);  // payload bytes, patched below
-    put<uint32_t>(out, 0);  // checksum, patched below
+    core::ByteWriter w;
+    w.append({kMagic, 4});
+    w.put<uint32_t>(kWeightWireFormat);
+    w.put<int64_t>(version);
+    w.put<uint32_t>(static_cast<uint32_t>(b));
+    w.put<uint32_t>(static_cast<uint32_t>(plan.size()));
+    w.put<uint32_t>(static_cast<uint32_t>(plan[b].size()));
+    w.put<uint64_t>(0);  // payload bytes, patched below
+    w.put<uint32_t>(0);  // checksum, patched below
     for (const Chunk& c : plan[b]) {
       const auto& [name, t] = tensors[c.tensor];
-      put<uint32_t>(out, static_cast<uint32_t>(name.size()));
-      out += name;
-      put<uint8_t>(out, dtype_code(t.scalar_type()));
-      put<uint8_t>(out, static_cast<uint8_t>(t.dim()));
-      for (int64_t d : t.sizes()) put<int64_t>(out, d);
-      put<uint64_t>(out, c.offset);
-      put<uint64_t>(out, c.length);
-      out.append(static_cast<const char*>(host[c.tensor].data_ptr()) + c.offset, c.length);
+      w.put<uint32_t>(static_cast<uint32_t>(name.size()));
+      w.append(name);
+      w.put<uint8_t>(dtype_code(t.scalar_type()));
+      w.put<uint8_t>(static_cast<uint8_t>(t.dim()));
+      for (int64_t d : t.sizes()) w.put<int64_t>(d);
+      w.put<uint64_t>(c.offset);
+      w.put<uint64_t>(c.length);
+      w.append({static_cast<const char*>(host[c.tensor].data_ptr()) + c.offset, c.length});
     }
+    std::string out = w.take();
     const uint64_t payload = out.size() - kWeightBucketHeaderBytes;
     std::memcpy(out.data() + 28, &payload, 8);
     const uint32_t crc = bucket_checksum(out);
@@ -262,7 +238,7 @@ BucketHeader read_bucket_header(std::string_view bytes) {
                      " bytes, the header alone is " + std::to_string(kWeightBucketHeaderBytes) +
                      ")");
   }
-  Reader r(bytes, 4);
+  core::ByteReader r = bucket_reader(bytes, 4);
   const uint32_t format = r.get<uint32_t>();
   if (format != kWeightWireFormat) {
     throw InputError("weight bucket has format version " + std::to_string(format) +
@@ -305,7 +281,7 @@ void WeightAssembler::add_bucket(std::string_view bytes) {
   if (received_.count(h.index)) throw InputError(id + ": duplicate bucket");
 
   // 2. Parse every entry and check it against the chunks already received, before changing state.
-  Reader r(bytes, kWeightBucketHeaderBytes);
+  core::ByteReader r = bucket_reader(bytes, kWeightBucketHeaderBytes);
   std::vector<Entry> entries;
   std::set<std::string> names;
   for (uint32_t i = 0; i < h.entries; ++i) {

@@ -61,12 +61,19 @@ InstancePlan make_plan(const std::vector<DispatchItem>& items, std::vector<size_
 constexpr double kAlphaGrid[] = {0.0,  0.01, 0.02,  0.03, 0.04, 0.05, 0.06, 0.07, 0.08,
                                  0.09, 0.10, 0.125, 0.15, 0.2,  0.25, 0.3,  0.4,  0.5};
 
+// Every sample of `members`, in their order: each request's n samples at its estimate.
+std::vector<double> member_lengths(const std::vector<DispatchItem>& items,
+                                   const std::vector<size_t>& members) {
+  std::vector<double> lengths;
+  for (size_t i : members) lengths.insert(lengths.end(), items[i].n, items[i].estimate);
+  return lengths;
+}
+
 // The best batch size for one instance's members (in LPT order) and its replayed seconds.
 GroupLatency replay_members(const core::PtlTable& ptl, const std::vector<DispatchItem>& items,
                             const std::vector<size_t>& members, int max_batch) {
   if (members.empty()) return {0.0, max_batch};
-  std::vector<double> lengths;
-  for (size_t i : members) lengths.insert(lengths.end(), items[i].n, items[i].estimate);
+  const std::vector<double> lengths = member_lengths(items, members);
   const int prompt = mean_prompt_len(items, members);
   GroupLatency best{kInf, max_batch};
   for (int bs = 1;; bs = std::min(2 * bs, max_batch)) {
@@ -261,6 +268,18 @@ std::vector<size_t> lpt_order(const std::vector<DispatchItem>& items, std::vecto
   std::stable_sort(indices.begin(), indices.end(),
                    [&](size_t a, size_t b) { return items[a].estimate > items[b].estimate; });
   return indices;
+}
+
+double replay_assignment(const core::PtlTable& ptl, const std::vector<DispatchItem>& items,
+                         const Assignment& plan) {
+  double slowest = 0;
+  for (const InstancePlan& inst : plan.instances) {
+    if (inst.order.empty()) continue;
+    slowest =
+        std::max(slowest, replay_instance(ptl, member_lengths(items, inst.order), inst.batch_size,
+                                          mean_prompt_len(items, inst.order)));
+  }
+  return slowest;
 }
 
 Assignment dispatch(const std::vector<DispatchItem>& items, int instances,

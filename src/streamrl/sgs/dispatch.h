@@ -135,6 +135,12 @@ SplitChoice choose_split(const engine::Profile& profile, const GroupSpec& long_g
 // Indices sorted by estimate, longest first (stable: equal estimates keep index order).
 std::vector<size_t> lpt_order(const std::vector<DispatchItem>& items, std::vector<size_t> indices);
 
+// The replay model's seconds for `plan` on the estimates in `items`: each instance's requests in
+// its admission order at its batch size, the slowest instance. Given true lengths as estimates,
+// what a plan would take by the model that skew-aware dispatch values its candidates with.
+double replay_assignment(const core::PtlTable& ptl, const std::vector<DispatchItem>& items,
+                         const Assignment& plan);
+
 // The assignment of `items` over `instances` (>= 1) instances. skew_aware needs `profile` and a
 // non-empty `lengths`; other policies ignore both. Throws InputError on bad arguments.
 Assignment dispatch(const std::vector<DispatchItem>& items, int instances,
