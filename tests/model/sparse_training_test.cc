@@ -220,6 +220,7 @@ TEST(SparseTraining, OptionsRejectBadValues) {
   EXPECT_THROW(o.read(core::Config::from_string("{keep: 1, recent: 1}")), InputError);
   EXPECT_THROW(o.read(core::Config::from_string("{theta: 0}")), InputError);
   EXPECT_THROW(o.read(core::Config::from_string("{sparsity_threshold: 2}")), InputError);
+  EXPECT_THROW(o.read(core::Config::from_string("{recall_every: 0}")), InputError);
   SparseTrainingOptions ok;
   ok.read(core::Config::from_string("{enabled: true, rank: 8, decode: {keep: 4}}"));
   EXPECT_TRUE(ok.enabled);

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <utility>
+#include <vector>
 
 #include "streamrl/core/errors.h"
 #include "streamrl/sparse/block_sparse_attention.h"
@@ -21,6 +23,18 @@ using torch::Tensor;
 // Every key block listed for every query block: the non-causal ones are masked by position.
 Tensor all_blocks(int64_t H, int64_t nb) {
   return torch::arange(nb, torch::kLong).view({1, 1, nb}).expand({H, nb, nb}).contiguous();
+}
+
+// Query block i of head h in `got` [H, nb, keep] holds, as a set, the diagonal, the one recent
+// block before it and the `free` best of the eligible candidates (score, block).
+void expect_blocks(const Tensor& got, int64_t h, int64_t i,
+                   std::vector<std::pair<double, int64_t>> cand, size_t free) {
+  std::sort(cand.rbegin(), cand.rend());
+  std::set<int64_t> expected = {i, std::max<int64_t>(0, i - 1)};
+  for (size_t t = 0; t < cand.size() && t < free; ++t) expected.insert(cand[t].second);
+  std::set<int64_t> actual;
+  for (int64_t s = 0; s < got.size(2); ++s) actual.insert(got[h][i][s].item<int64_t>());
+  EXPECT_EQ(actual, expected) << "head " << h << " block " << i;
 }
 
 TEST(BlockSparseAttention, AllBlocksEqualsDenseCausalValuesAndGradients) {
@@ -104,18 +118,12 @@ TEST(KeyBlocks, SelectionEqualsBruteForce) {
     for (int64_t i = 0; i < nb; ++i) {
       const int64_t lo = i * c.block, hi = std::min(S, lo + c.block);
       const Tensor proxy = q[h].narrow(0, lo, hi - lo).mean(0);
-      std::vector<std::pair<float, int64_t>> cand;  // (max score in block, block), eligible only
+      std::vector<std::pair<double, int64_t>> cand;  // (max score in block, block), eligible only
       for (int64_t j = 0; j + c.recent < i; ++j) {
-        const float best =
-            torch::mv(k[h].narrow(0, j * c.block, c.block), proxy).max().item<float>();
-        cand.emplace_back(best, j);
+        cand.emplace_back(
+            torch::mv(k[h].narrow(0, j * c.block, c.block), proxy).max().item<float>(), j);
       }
-      std::sort(cand.rbegin(), cand.rend());
-      std::set<int64_t> expected = {i, std::max<int64_t>(0, i - 1)};
-      for (size_t t = 0; t < cand.size() && t < 3; ++t) expected.insert(cand[t].second);
-      std::set<int64_t> actual;
-      for (int64_t s = 0; s < 5; ++s) actual.insert(got[h][i][s].item<int64_t>());
-      EXPECT_EQ(actual, expected) << "head " << h << " block " << i;
+      expect_blocks(got, h, i, cand, 3);
       EXPECT_EQ(got[h][i][0].item<int64_t>(), i);  // the diagonal first
     }
   }
@@ -146,12 +154,7 @@ TEST(KeyBlocks, BestBlocksHoldTheMostMass) {
         cand.emplace_back(
             p[h].narrow(0, lo, hi - lo).narrow(1, j * c.block, c.block).sum().item<double>(), j);
       }
-      std::sort(cand.rbegin(), cand.rend());
-      std::set<int64_t> expected = {i, std::max<int64_t>(0, i - 1)};
-      for (size_t t = 0; t < cand.size() && t < 2; ++t) expected.insert(cand[t].second);
-      std::set<int64_t> actual;
-      for (int64_t s = 0; s < 4; ++s) actual.insert(got[h][i][s].item<int64_t>());
-      EXPECT_EQ(actual, expected) << "head " << h << " block " << i;
+      expect_blocks(got, h, i, cand, 2);
     }
   }
   // Over every row or every third (the rows block_coverage samples), no choice covers more.

@@ -62,6 +62,7 @@ void SparseTrainingOptions::read(const core::Config& section) {
   section.get("sparsity_threshold", sparsity_threshold);
   section.get("min_coverage", min_coverage);
   section.get("warmup_steps", warmup_steps);
+  section.get("recall_every", recall_every);
   section.get("seed", seed);
   section.get("dispatch", dispatch);
   need(section, dispatch == "fixed" || dispatch == "measured", "dispatch",
@@ -75,6 +76,7 @@ void SparseTrainingOptions::read(const core::Config& section) {
        "must be in [0, 1]");
   need(section, min_coverage >= 0 && min_coverage <= 1, "min_coverage", "must be in [0, 1]");
   need(section, warmup_steps >= 0, "warmup_steps", "must be >= 0");
+  need(section, recall_every > 0, "recall_every", "must be > 0");
 }
 
 SparseAttentionTrainer::SparseAttentionTrainer(CausalLM& lm, const SparseTrainingOptions& options)
@@ -150,14 +152,16 @@ void SparseAttentionTrainer::observe(const std::vector<AttentionCapture>& captur
         sparse::head_sparsity(q, k, scale, options_.theta, options_.stride).cpu();
     const torch::Tensor coverage =
         sparse::block_coverage(q, k, blocks, cfg.train.block, scale, options_.stride).cpu();
-    // Against the blocks that hold the most real mass of the same rows at this budget: what the
-    // predictor loses, apart from what the block budget does.
-    const torch::Tensor best = sparse::block_coverage(
-        q, k, sparse::best_key_blocks(q, k, cfg.train, scale, options_.stride), cfg.train.block,
-        scale, options_.stride);
     sparsity_[l] = ema(sparsity_[l], sparsity);
     coverage_[l] = ema(coverage_[l], coverage);
-    recall_[l] = ema(recall_[l], coverage / best.cpu().clamp_min(1e-12));
+    if (observed_ % options_.recall_every == 0) {
+      // Against the blocks that hold the most real mass of the same rows at this budget: what
+      // the predictor loses, apart from what the block budget does. Metrics only, so sampled.
+      const torch::Tensor best = sparse::block_coverage(
+          q, k, sparse::best_key_blocks(q, k, cfg.train, scale, options_.stride), cfg.train.block,
+          scale, options_.stride);
+      recall_[l] = ema(recall_[l], coverage / best.cpu().clamp_min(1e-12));
+    }
   }
   torch::stack(losses).sum().backward();
   optimizer_->step();

@@ -34,7 +34,8 @@ struct SparseTrainingOptions {
   double sparsity_threshold = 0.9;  // a head switches at this profiled sparsity (DSV: 90 %) ...
   double min_coverage = 0.9;        // ... when its predicted blocks hold this share of the mass
   int warmup_steps = 20;            // observations before any head may switch
-  uint64_t seed = 0;                // the predictors' initialisation
+  int recall_every = 8;  // observations between recall measurements (each costs a coverage's work)
+  uint64_t seed = 0;     // the predictors' initialisation
   // How rows choose dense or sparse: "fixed" (min_tokens) or "measured": a fresh run times both
   // kernels for the model's layer shape on this machine (sparse::measure_speedup_table, up to
   // kMaxMeasuredTokens) and takes min_tokens from that table; a resumed run keeps its checkpoint's.

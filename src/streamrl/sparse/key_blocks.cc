@@ -8,6 +8,15 @@ namespace streamrl::sparse {
 
 namespace {
 
+// Both selections take one sequence's [H, S, *] queries and keys and the same block budget.
+void check_block_args(const char* name, const torch::Tensor& q, const torch::Tensor& k,
+                      const KeyBlockConfig& config, int64_t stride = 1) {
+  TORCH_CHECK(q.dim() == 3 && k.sizes() == q.sizes(), name,
+              ": queries and keys must both be [H, S, d], got ", q.sizes(), " and ", k.sizes());
+  TORCH_CHECK(config.block > 0 && config.keep > 0 && config.recent >= 0 && stride > 0, name,
+              ": block, keep and stride must be > 0 and recent >= 0");
+}
+
 // [H, nb, keep] from per-block scores [H, nb, nb]: the diagonal and the `recent` blocks before it,
 // then the eligible (causal, not forced) blocks with the highest scores.
 torch::Tensor pick_blocks(torch::Tensor block_scores, const KeyBlockConfig& config) {
@@ -40,10 +49,7 @@ torch::Tensor pick_blocks(torch::Tensor block_scores, const KeyBlockConfig& conf
 
 torch::Tensor select_key_blocks(const torch::Tensor& q_lr, const torch::Tensor& k_lr,
                                 const KeyBlockConfig& config) {
-  TORCH_CHECK(q_lr.dim() == 3 && k_lr.sizes() == q_lr.sizes(),
-              "select_key_blocks: q_lr and k_lr must both be [H, S, r]");
-  TORCH_CHECK(config.block > 0 && config.keep > 0 && config.recent >= 0,
-              "select_key_blocks: block and keep must be > 0");
+  check_block_args("select_key_blocks", q_lr, k_lr, config);
   torch::NoGradGuard no_grad;
   const int64_t H = q_lr.size(0), S = q_lr.size(1), r = q_lr.size(2), bs = config.block;
   const int64_t nb = (S + bs - 1) / bs, pad = nb * bs - S;
@@ -72,10 +78,7 @@ torch::Tensor select_key_blocks(const torch::Tensor& q_lr, const torch::Tensor& 
 
 torch::Tensor best_key_blocks(const torch::Tensor& q, const torch::Tensor& k,
                               const KeyBlockConfig& config, double scale, int64_t stride) {
-  TORCH_CHECK(q.dim() == 3 && k.sizes() == q.sizes(),
-              "best_key_blocks: q and k must both be [H, S, d]");
-  TORCH_CHECK(config.block > 0 && config.keep > 0 && config.recent >= 0 && stride > 0,
-              "best_key_blocks: block, keep and stride must be > 0");
+  check_block_args("best_key_blocks", q, k, config, stride);
   torch::NoGradGuard no_grad;
   const int64_t H = q.size(0), S = q.size(1), bs = config.block;
   const int64_t nb = (S + bs - 1) / bs;
