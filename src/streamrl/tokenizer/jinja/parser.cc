@@ -110,18 +110,7 @@ class Parser {
     std::string end;
     if (keyword == "if") {
       s.kind = Stmt::Kind::kIf;
-      s.expr = expression();
-      expect_block_close();
-      s.body = parse_block({"elif", "else", "endif"}, end);
-      if (end == "elif") {
-        s.orelse.push_back(statement_after_elif());
-      } else if (end == "else") {
-        expect_block_close();
-        s.orelse = parse_block({"endif"}, end);
-        expect_block_close();
-      } else {
-        expect_block_close();
-      }
+      if_chain(s);
     } else if (keyword == "for") {
       s.kind = Stmt::Kind::kFor;
       do s.targets.push_back(expect_identifier());
@@ -186,6 +175,13 @@ class Parser {
     --i_;  // re-read "elif" as "if"
     Stmt s = stmt(Stmt::Kind::kIf, peek().line);
     ++i_;
+    if_chain(s);
+    return s;
+  }
+
+  // The rest of an if (or elif) after its keyword: condition, body, then elif (a nested if that
+  // consumes the endif), else, or endif.
+  void if_chain(Stmt& s) {
     std::string end;
     s.expr = expression();
     expect_block_close();
@@ -199,7 +195,6 @@ class Parser {
     } else {
       expect_block_close();
     }
-    return s;
   }
 
   void parameters(Stmt& s) {
