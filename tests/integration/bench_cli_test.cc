@@ -192,6 +192,15 @@ TEST_F(BenchCli, SetIsRefusedByBenchesWithoutARunConfig) {
       << r.output;
 }
 
+// The modes run in child processes, but a bad override is still the config's one-line error.
+TEST_F(BenchCli, BadOverrideFailsBeforeAnyChildStarts) {
+  auto r = run_streamrl(
+      {"bench", "rl_modes", "--quick", "--ckpt", dir_ + "/ck", "--set", "rollout.group_size=0"});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("group_size"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("run failed"), std::string::npos) << r.output;
+}
+
 TEST_F(BenchCli, MissingCheckpointNamesTheGivenDirectory) {
   auto r = run_streamrl({"bench", "rl_modes", "--quick", "--ckpt", dir_ + "/nothing"});
   EXPECT_EQ(r.exit_code, 2) << r.output;
