@@ -7,6 +7,8 @@
 
 #include "rl_modes_bench.h"
 #include "rounds.h"
+#include "streamrl/core/errors.h"
+#include "streamrl/dist/launcher.h"
 
 namespace streamrl::bench {
 namespace fs = std::filesystem;
@@ -19,17 +21,27 @@ struct MallocVariant {
   Variant mode;
 };
 
-// The child is a fresh process (as every run_variant) on purpose: glibc's dynamic mmap threshold
-// only rises after the first large free, so a process that already ran a variant would hide the
-// effect being measured.
+// The child is a fresh process on purpose: glibc's dynamic mmap threshold only rises after the
+// first large free, so a process that already ran a variant would hide the effect being measured.
 double train_seconds(const BenchOptions& options, const std::string& ckpt, const fs::path& root,
                      const MallocVariant& v, int iterations) {
-  const Variant named{v.name, v.mode.mode, v.mode.overrides};
-  const std::string malloc_env =
-      std::string("STREAMRL_MALLOC=") + (v.glibc_default ? "default" : "tuned");
-  return run_variant(options, ckpt, kWholeTaskOverrides, root, named, iterations,
-                     {malloc_env})["train_s"]
-      .get<double>();
+  fs::remove_all(root / v.name);
+  dist::LaunchOptions lo;
+  lo.args = {"train", "--config", std::string(STREAMRL_SOURCE_DIR) + "/configs/rl_sum.yaml"};
+  for (const auto& o : bench_run_overrides(v.name, root, ckpt, iterations)) lo.args.push_back(o);
+  lo.args.push_back("mode=" + v.mode.mode);
+  for (const auto& o : v.mode.overrides) lo.args.push_back(o);
+  for (const auto& o : kWholeTaskOverrides) lo.args.push_back(o);
+  for (const auto& o : options.overrides) lo.args.push_back(o);
+  lo.env = {std::string("STREAMRL_MALLOC=") + (v.glibc_default ? "default" : "tuned")};
+  lo.log_file = (root / (v.name + ".log")).string();
+  lo.timeout_s = 900;
+  const int rc = dist::launch_local(lo);
+  if (rc != 0) {
+    throw RuntimeFailure("bench allocator: the " + v.name + " run failed (exit " +
+                         std::to_string(rc) + "); its output is in " + lo.log_file);
+  }
+  return summarize_run(root / v.name)["train_s"].get<double>();
 }
 
 }  // namespace

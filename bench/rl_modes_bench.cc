@@ -10,8 +10,7 @@
 #include "streamrl/core/config.h"
 #include "streamrl/core/errors.h"
 #include "streamrl/core/stats.h"
-#include "streamrl/dist/launcher.h"
-#include "streamrl/rl/rl_run_config.h"
+#include "streamrl/rl/rl_run.h"
 #include "streamrl/telemetry/metrics_log.h"
 
 namespace streamrl::bench {
@@ -20,41 +19,25 @@ namespace {
 
 double median(const std::vector<double>& v) { return v.empty() ? 0 : core::median(v); }
 
-}  // namespace
-
-// A fresh `streamrl train` process per run: in one long-lived bench process, colocate's
-// generation (on the main thread) ran up to 40 % slower than disagg's in some bench processes and
-// not in others, while fresh processes measured the two alike; state earlier work leaves in the
-// process is not part of what a user's run pays.
+// Runs one variant of a workload (configs/rl_sum.yaml under `workload` then `options`'
+// overrides) in `root`/name and returns its steady-state summary.
 nlohmann::json run_variant(const BenchOptions& options, const std::string& ckpt,
                            const std::vector<std::string>& workload, const fs::path& root,
-                           const Variant& v, int iterations, const std::vector<std::string>& env) {
+                           const Variant& v, int iterations) {
   fs::remove_all(root / v.name);
-  fs::create_directories(root);
-  dist::LaunchOptions lo;
-  lo.args = {"train", "--config", std::string(STREAMRL_SOURCE_DIR) + "/configs/rl_sum.yaml"};
-  for (const auto& o : bench_run_overrides(v.name, root, ckpt, iterations)) lo.args.push_back(o);
-  lo.args.push_back("mode=" + v.mode);
-  lo.args.insert(lo.args.end(), v.overrides.begin(), v.overrides.end());
-  lo.args.insert(lo.args.end(), workload.begin(), workload.end());
-  lo.args.insert(lo.args.end(), options.overrides.begin(), options.overrides.end());
-  // Checked here first, so a bad override is the config's own one-line error, not a failed child.
-  const std::vector<std::string> overrides(lo.args.begin() + 3, lo.args.end());
-  rl::RlRunConfig::from_config(core::Config::from_file(lo.args[2], overrides));
-  lo.env = env;
-  lo.log_file = (root / (v.name + ".log")).string();
-  fs::remove(lo.log_file);
-  lo.timeout_s = 900;
-  if (const int rc = dist::launch_local(lo); rc != 0) {
-    throw RuntimeFailure("bench: the " + v.name + " run failed (exit " + std::to_string(rc) +
-                         "); its output is in " + lo.log_file);
-  }
+  std::vector<std::string> ov = bench_run_overrides(v.name, root, ckpt, iterations);
+  ov.push_back("mode=" + v.mode);
+  ov.insert(ov.end(), v.overrides.begin(), v.overrides.end());
+  ov.insert(ov.end(), workload.begin(), workload.end());
+  ov.insert(ov.end(), options.overrides.begin(), options.overrides.end());
+  core::Config cfg =
+      core::Config::from_file(std::string(STREAMRL_SOURCE_DIR) + "/configs/rl_sum.yaml", ov);
+  rl::RlRunConfig rc = rl::RlRunConfig::from_config(cfg);
+  rl::run_rl(rc, cfg.resolved_yaml());
   nlohmann::json s = summarize_run(root / v.name);
   s["trace"] = (root / v.name / "trace.json").string();
   return s;
 }
-
-namespace {
 
 struct Workload {
   std::string name;

@@ -35,14 +35,6 @@ struct Variant {
 // split between generator and trainer (names: colocate_1thread, colocate, disagg, stream, async).
 std::vector<Variant> variants_for(int cores);
 
-// Runs variant `v` of a workload (configs/rl_sum.yaml under `workload`, then `options`'
-// overrides) in a fresh `streamrl train` process with `env` (NAME=VALUE) in `root`/v.name and
-// returns its summarize_run; RuntimeFailure naming the log when the run fails.
-nlohmann::json run_variant(const BenchOptions& options, const std::string& ckpt,
-                           const std::vector<std::string>& workload,
-                           const std::filesystem::path& root, const Variant& v, int iterations,
-                           const std::vector<std::string>& env = {});
-
 // The pieces other benches that run `configs/rl_sum.yaml` share with this one:
 // --ckpt, else the main job's SFT checkpoint (InputError naming what is missing and how to make
 // it).

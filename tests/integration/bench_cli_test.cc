@@ -192,8 +192,8 @@ TEST_F(BenchCli, SetIsRefusedByBenchesWithoutARunConfig) {
       << r.output;
 }
 
-// The modes run in child processes, but a bad override is still the config's one-line error.
-TEST_F(BenchCli, BadOverrideFailsBeforeAnyChildStarts) {
+// A bad --set is the config's own one-line error (exit 2), before any mode runs.
+TEST_F(BenchCli, BadOverrideIsTheConfigsError) {
   auto r = run_streamrl(
       {"bench", "rl_modes", "--quick", "--ckpt", dir_ + "/ck", "--set", "rollout.group_size=0"});
   EXPECT_EQ(r.exit_code, 2) << r.output;
