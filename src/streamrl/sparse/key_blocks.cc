@@ -13,8 +13,9 @@ void check_block_args(const char* name, const torch::Tensor& q, const torch::Ten
                       const KeyBlockConfig& config, int64_t stride = 1) {
   TORCH_CHECK(q.dim() == 3 && k.sizes() == q.sizes(), name,
               ": queries and keys must both be [H, S, d], got ", q.sizes(), " and ", k.sizes());
-  TORCH_CHECK(config.block > 0 && config.keep > 0 && config.recent >= 0 && stride > 0, name,
-              ": block, keep and stride must be > 0 and recent >= 0");
+  TORCH_CHECK(config.block > 0 && config.keep > 0 && config.recent >= 0, name,
+              ": block and keep must be > 0 and recent >= 0");
+  TORCH_CHECK(stride > 0, name, ": stride must be > 0");
 }
 
 // [H, nb, keep] from per-block scores [H, nb, nb]: the diagonal and the `recent` blocks before it,
