@@ -26,7 +26,6 @@
 #include "streamrl/planner/validation.h"
 #include "streamrl/rl/optim.h"
 #include "streamrl/rl/policy_update.h"
-#include "streamrl/rl/rl_run_config.h"
 #include "streamrl/tasks/split.h"
 #include "streamrl/tasks/task.h"
 #include "streamrl/tokenizer/tokenizer.h"
@@ -84,10 +83,7 @@ void add_run_details(json& j) {
     };
     fill("prompts_per_iteration", cfg.section("rollout"), "prompts_per_iteration");
     fill("group_size", cfg.section("rollout"), "group_size");
-    // Generation ran at the SGS instance's batch, not the engine's slot count.
-    if (!w.contains("max_batch_size")) {
-      w["max_batch_size"] = rl::RlRunConfig::from_config(cfg).generator_batch();
-    }
+    fill("max_batch_size", cfg.section("rollout"), "max_batch_size");
     fill("micro_batch_tokens", cfg.section("train"), "micro_batch_tokens");
     fill("max_difficulty", cfg.section("data"), "max_difficulty");
     if (!w.contains("task_name") && cfg.section("data").has("task")) {

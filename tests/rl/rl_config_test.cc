@@ -180,8 +180,9 @@ TEST(RlConfig, EnumSpellingsRoundTrip) {
   EXPECT_EQ(parse_kl_estimator("low_var_kl"), std::nullopt);
 }
 
-// Generation runs through the SGS, whose instances get sgs.max_batch_size slots, never more than
-// the engine's rollout.max_batch_size: a smaller rollout batch must not make the run fail.
+// The dedicated modes generate through the SGS, whose instances get sgs.max_batch_size slots, never
+// more than the engine's rollout.max_batch_size: a smaller rollout batch must not make the run
+// fail.
 TEST(RlRunConfig, GeneratorBatchIsTheSmallerOfTheTwoKeys) {
   auto batch = [](const std::string& yaml) {
     const std::string policy = "policy: {init_from: runs/sft_sum/final}\n";

@@ -45,8 +45,9 @@ struct RlRunConfig {
   float temperature = 1.0f;
   float top_p = 1.0f;
   int max_batch_size = 64;  // engine slots
-  // The most samples one local generator instance runs at once: the SGS gives each instance
-  // sgs.max_batch_size slots, never more than the engine has (rollout.max_batch_size).
+  // The most samples one SGS instance (the dedicated modes' generators) runs at once:
+  // sgs.max_batch_size slots, never more than its engine has (rollout.max_batch_size). The
+  // colocated engine has no SGS and runs max_batch_size.
   int generator_batch() const { return std::min(max_batch_size, sgs.dispatch.max_batch_size); }
   DynamicSamplingOptions dynamic_sampling;
   // training
