@@ -26,6 +26,7 @@
 #include "streamrl/planner/validation.h"
 #include "streamrl/rl/optim.h"
 #include "streamrl/rl/policy_update.h"
+#include "streamrl/rl/rl_run_config.h"
 #include "streamrl/tasks/split.h"
 #include "streamrl/tasks/task.h"
 #include "streamrl/tokenizer/tokenizer.h"
@@ -94,6 +95,15 @@ void add_run_details(json& j) {
   }
   if (runs.empty() || !j.contains("modes")) return;
   for (auto& [name, m] : j["modes"].items()) {
+    // The batch this mode generated at: the colocated engine's, or the SGS instances' (smaller
+    // where sgs.max_batch_size is).
+    if (const fs::path cfg = runs / name / "config.yaml";
+        fs::exists(cfg) && m.is_object() && !m.contains("max_batch_size")) {
+      const auto rc = rl::RlRunConfig::from_config(core::Config::from_file(cfg.string()));
+      m["max_batch_size"] = planner::label_mode(name) == planner::Mode::kColocate
+                                ? rc.max_batch_size
+                                : rc.generator_batch();
+    }
     const fs::path metrics = runs / name / "metrics.jsonl";
     if (!fs::exists(metrics) || m.contains("lengths")) continue;
     std::istringstream in(core::read_file(metrics));
@@ -286,6 +296,15 @@ json predict(json measured, const BenchOptions& options, const std::string& labe
   pc.batch_sizes.clear();
   for (int b = 1; b < run.max_batch; b *= 2) pc.batch_sizes.push_back(b);
   pc.batch_sizes.push_back(run.max_batch);
+  // The dedicated modes' batch (stream and async overlap at it, so interference is measured there).
+  int gen_batch = run.max_batch;
+  for (const auto& [label, b] : run.batch) {
+    if (planner::label_mode(label) != planner::Mode::kColocate) gen_batch = b;
+  }
+  if (std::find(pc.batch_sizes.begin(), pc.batch_sizes.end(), gen_batch) == pc.batch_sizes.end()) {
+    pc.batch_sizes.push_back(gen_batch);
+    std::sort(pc.batch_sizes.begin(), pc.batch_sizes.end());
+  }
   const int prompt = static_cast<int>(run.prompt_tokens_mean);
   pc.contexts = {prompt, prompt + max_len / 2, prompt + max_len};
   pc.steps = options.quick ? 3 : 8;
@@ -321,6 +340,7 @@ json predict(json measured, const BenchOptions& options, const std::string& labe
     inputs[std::to_string(threads) + "_threads"] = {
         {"ptl_ms_bs1", 1e3 * p.step_seconds(1, prompt + max_len / 2.0)},
         {"ptl_ms_max_batch", 1e3 * p.step_seconds(run.max_batch, prompt + max_len / 2.0)},
+        {"ptl_ms_generator_batch", 1e3 * p.step_seconds(gen_batch, prompt + max_len / 2.0)},
         {"prefill_tokens_per_s", p.prefill_tokens_per_s()},
         {"train_tokens_per_s", trainer[threads].tokens_per_s},
         {"optimizer_step_s", trainer[threads].step_overhead_s}};
@@ -328,7 +348,7 @@ json predict(json measured, const BenchOptions& options, const std::string& labe
   core::apply_core_budget(run.trainer_threads);
   const double weight_s = measure_weight_copy(lm);
   engine::ProfileConfig ipc = pc;  // one decode point: the measured batch at mid context
-  ipc.batch_sizes = {run.max_batch};
+  ipc.batch_sizes = {gen_batch};
   ipc.contexts = {prompt + max_len / 2};
   const auto [gen_slow, train_slow] =
       measure_interference(lm->config(), seqs, prompt, run.micro_batch_tokens, ipc, inputs);
@@ -337,7 +357,7 @@ json predict(json measured, const BenchOptions& options, const std::string& labe
   std::map<std::string, planner::ModeSetup> setups;
   for (const auto& [label, seconds] : run.iteration_seconds) {
     planner::ModeSetup s;
-    s.generator = planner::measured_instance(ptl.at(threads_of(label, true)), run.max_batch);
+    s.generator = planner::measured_instance(ptl.at(threads_of(label, true)), run.batch_of(label));
     s.trainer = trainer.at(threads_of(label, false));
     s.weight_update_s = weight_s;
     s.gen_slowdown = gen_slow;
@@ -350,11 +370,10 @@ json predict(json measured, const BenchOptions& options, const std::string& labe
   result["inputs"] = inputs;
   result["inputs"]["weight_copy_s"] = weight_s;
   result["inputs"]["prompt_tokens_mean"] = run.prompt_tokens_mean;
-  result["workload"] = {{"prompts", run.prompts},
-                        {"group_size", run.group_size},
-                        {"iterations", run.iterations},
-                        {"max_batch", run.max_batch},
-                        {"micro_batch_tokens", run.micro_batch_tokens}};
+  result["workload"] = {
+      {"prompts", run.prompts},       {"group_size", run.group_size},
+      {"iterations", run.iterations}, {"max_batch", run.max_batch},
+      {"batch_per_mode", run.batch},  {"micro_batch_tokens", run.micro_batch_tokens}};
   result["goal"] = "max_relative_error <= 0.15 (emulated vs measured iteration time per mode)";
   return result;
 }
@@ -388,6 +407,14 @@ json run_emulator_bench(const BenchOptions& options) {
       const std::string mode = headline ? label : "colocate";
       if (m.contains("relative_error")) log.add("mode_error." + mode, m["relative_error"]);
       if (m.contains("calibrated_error")) log.add("mode_error_cal." + mode, m["calibrated_error"]);
+      // Which stage the profile misses: emulated over measured, per stage.
+      for (const char* stage : {"generate", "train"}) {
+        const std::string measured_key = std::string("measured_") + stage + "_s";
+        if (!m.contains(measured_key) || !(m[measured_key].get<double>() > 0)) continue;
+        log.add(std::string("predicted_over_measured.") + mode + "." + stage,
+                m[std::string("predicted_") + stage + "_s"].get<double>() /
+                    m[measured_key].get<double>());
+      }
     }
   }
   fs::remove_all(root);

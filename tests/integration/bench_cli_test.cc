@@ -56,6 +56,12 @@ TEST_F(BenchCli, EmulatorMeasuresAndPredictsInOneRun) {
     EXPECT_TRUE(j["modes"][m]["predicted_s"].is_number()) << m;
     EXPECT_TRUE(j["modes"][m]["measured_s"].is_number()) << m;
   }
+  // Each mode is emulated at the batch it generated at: configs/rl_sum.yaml's colocated engine
+  // runs rollout.max_batch_size (128), the SGS instances the default sgs.max_batch_size (64).
+  EXPECT_EQ(j["workload"]["batch_per_mode"]["colocate_1thread"], 128);
+  for (const char* m : {"disagg", "stream", "async"}) {
+    EXPECT_EQ(j["workload"]["batch_per_mode"][m], 64) << m;
+  }
 }
 
 // Each variant a fresh `streamrl train`, with glibc's malloc thresholds and with ours; a failing

@@ -49,6 +49,29 @@ TEST(Validation, ParsesTheRlModesJsonAndComparesEachMode) {
   EXPECT_THROW(compare_modes(run, {{"colocate", constant_setup(0.01)}}), InputError);
 }
 
+TEST(Validation, EachModeKeepsTheBatchItGeneratedAt) {
+  // The colocated engine runs rollout.max_batch_size (128), the SGS instances of the dedicated
+  // modes sgs.max_batch_size (64): the workload's batch is colocate's, a mode's own overrides it.
+  const json lengths = std::vector<int>(8, 10);
+  json measured = {
+      {"workload", {{"prompts_per_iteration", 2}, {"group_size", 4}, {"max_batch_size", 128}}},
+      {"modes",
+       {{"colocate", {{"iteration_seconds", 1.0}, {"lengths", lengths}}},
+        {"stream", {{"iteration_seconds", 1.0}, {"lengths", lengths}, {"max_batch_size", 64}}}}}};
+  MeasuredRun run = MeasuredRun::from_json(measured);
+  EXPECT_EQ(run.batch_of("colocate"), 128);
+  EXPECT_EQ(run.batch_of("stream"), 64);
+  EXPECT_EQ(run.max_batch, 128);
+  // Without a workload batch, the largest mode's is the one to profile up to.
+  measured["workload"].erase("max_batch_size");
+  measured["modes"]["colocate"]["max_batch_size"] = 32;
+  run = MeasuredRun::from_json(measured);
+  EXPECT_EQ(run.batch_of("colocate"), 32);
+  EXPECT_EQ(run.max_batch, 64);
+  measured["modes"]["stream"]["max_batch_size"] = 0;
+  EXPECT_THROW(MeasuredRun::from_json(measured), InputError);
+}
+
 TEST(Validation, StageCalibrationScalesToTheMeasuredStages) {
   // The machine was twice as slow in the measured run as when profiled: generation took 2 s and
   // training 2.76 s (twice 1 s and 0.88 + 0.5 s). Calibrated on disagg, stream is predicted from

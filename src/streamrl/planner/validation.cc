@@ -68,7 +68,7 @@ MeasuredRun MeasuredRun::from_json(const json& j) {
         read_opt(scopes, {"prompts_per_iteration", "prompts"}, r.prompts);
         read_opt(scopes, {"group_size"}, r.group_size);
         read_opt(scopes, {"iterations"}, r.iterations);
-        read_opt(scopes, {"max_batch_size", "max_batch"}, r.max_batch);
+        read_opt({workload, &j}, {"max_batch_size", "max_batch"}, r.max_batch);
         read_opt(scopes, {"micro_batch_tokens"}, r.micro_batch_tokens);
         // rl_modes gives colocate all `cores` and splits them between generator and trainer.
         if (const json* c = find_key(scopes, {"cores"})) {
@@ -98,6 +98,10 @@ MeasuredRun MeasuredRun::from_json(const json& j) {
       }
       if (!(it > 0)) throw InputError(std::string("rl_modes JSON: '") + name + "' iteration time");
       r.iteration_seconds[label] = it;
+      if (const json* b = find_key({&m}, {"max_batch_size", "max_batch"})) {
+        r.batch[label] = b->get<int>();
+        if (r.batch[label] < 1) throw InputError("rl_modes JSON: '" + name + "' max_batch_size");
+      }
       if (m.contains("stage_seconds")) r.stage_seconds[label] = m["stage_seconds"];
       if (m.contains("generate_s") && m.contains("train_s")) {
         r.stages[label] = {m["generate_s"].get<double>(), m["train_s"].get<double>()};
@@ -152,7 +156,15 @@ MeasuredRun MeasuredRun::from_json(const json& j) {
     throw InputError("rl_modes JSON: no modes (expected keys colocate/disagg/stream/async)");
   }
   if (r.group_size < 1) throw InputError("rl_modes JSON: group_size must be >= 1");
+  if (!find_key({workload, &j}, {"max_batch_size", "max_batch"}) && !r.batch.empty())
+    r.max_batch = 0;
+  for (const auto& [label, b] : r.batch) r.max_batch = std::max(r.max_batch, b);
   return r;
+}
+
+int MeasuredRun::batch_of(const std::string& label) const {
+  const auto it = batch.find(label);
+  return it == batch.end() ? max_batch : it->second;
 }
 
 namespace {
@@ -281,6 +293,10 @@ json compare_modes(const MeasuredRun& run, const std::map<std::string, ModeSetup
       out["measured_generate_s"] = run.stages.at(label).first;
       out["measured_train_s"] = run.stages.at(label).second;
     }
+    // The emulated stages on the measured ones' terms (steady-state medians), to see which is off.
+    const auto [gen_p, train_p] = stage_medians(r, run.steady_state);
+    out["predicted_generate_s"] = gen_p;
+    out["predicted_train_s"] = train_p;
 
     // Stage calibration. Speeds alone come from a run without overlapping stages: colocate runs
     // calibrate on themselves (their speeds depend on the thread count), stream and async on

@@ -33,7 +33,10 @@ struct MeasuredRun {
   int prompts = 0;
   int group_size = 1;
   int iterations = 1;
-  int max_batch = 128;
+  int max_batch = 128;  // the largest batch any measured run generated at
+  // Per label, where runs differ: the colocated engine runs rollout.max_batch_size, the dedicated
+  // modes' SGS instances the smaller sgs.max_batch_size ("max_batch_size" inside a mode).
+  std::map<std::string, int> batch;
   int64_t micro_batch_tokens = 8192;
   int colocate_threads = 2, generator_threads = 1, trainer_threads = 1;
   double prompt_tokens_mean = 0;  // 0 = unknown (the bench fills it from the task)
@@ -53,6 +56,8 @@ struct MeasuredRun {
   std::map<std::string, std::pair<double, double>> stages;
 
   static MeasuredRun from_json(const nlohmann::json& j);
+  // The batch the run labelled `label` generated at: its own, else max_batch.
+  int batch_of(const std::string& label) const;
 };
 
 // One mode's emulator inputs measured on this machine.
@@ -80,9 +85,10 @@ struct ModeSetup {
 // iteration time). That removes drift between the profiling and the measured run (a loaded, shared
 // machine) and leaves the overlap and bubble structure of the modes as what is tested. Returns
 // {"modes": {label: {"measured_s", "predicted_s", "relative_error", "predicted": {...},
-// "interference", "calibrated_s", "calibrated_error", "fitted_interference"}},
-// "max_relative_error", "max_relative_error_stage_calibrated" (over the four modes, colocate by its
-// fastest variant, "colocate_baseline"), and both "_all_variants"}.
+// "predicted_generate_s", "predicted_train_s" (steady medians, beside
+// "measured_generate_s"/"_train_s"), "interference", "calibrated_s", "calibrated_error",
+// "fitted_interference"}}, "max_relative_error", "max_relative_error_stage_calibrated" (over the
+// four modes, colocate by its fastest variant, "colocate_baseline"), and both "_all_variants"}.
 nlohmann::json compare_modes(const MeasuredRun& run,
                              const std::map<std::string, ModeSetup>& setups);
 
