@@ -95,14 +95,11 @@ void add_run_details(json& j) {
   }
   if (runs.empty() || !j.contains("modes")) return;
   for (auto& [name, m] : j["modes"].items()) {
-    // The batch this mode generated at: the colocated engine's, or the SGS instances' (smaller
-    // where sgs.max_batch_size is).
+    // The batch this mode generated at (the colocated engine's, or the SGS instances').
     if (const fs::path cfg = runs / name / "config.yaml";
         fs::exists(cfg) && m.is_object() && !m.contains("max_batch_size")) {
-      const auto rc = rl::RlRunConfig::from_config(core::Config::from_file(cfg.string()));
-      m["max_batch_size"] = planner::label_mode(name) == planner::Mode::kColocate
-                                ? rc.max_batch_size
-                                : rc.generator_batch();
+      m["max_batch_size"] =
+          rl::RlRunConfig::from_config(core::Config::from_file(cfg.string())).generation_batch();
     }
     const fs::path metrics = runs / name / "metrics.jsonl";
     if (!fs::exists(metrics) || m.contains("lengths")) continue;
@@ -297,10 +294,7 @@ json predict(json measured, const BenchOptions& options, const std::string& labe
   for (int b = 1; b < run.max_batch; b *= 2) pc.batch_sizes.push_back(b);
   pc.batch_sizes.push_back(run.max_batch);
   // The dedicated modes' batch (stream and async overlap at it, so interference is measured there).
-  int gen_batch = run.max_batch;
-  for (const auto& [label, b] : run.batch) {
-    if (planner::label_mode(label) != planner::Mode::kColocate) gen_batch = b;
-  }
+  const int gen_batch = run.dedicated_batch();
   if (std::find(pc.batch_sizes.begin(), pc.batch_sizes.end(), gen_batch) == pc.batch_sizes.end()) {
     pc.batch_sizes.push_back(gen_batch);
     std::sort(pc.batch_sizes.begin(), pc.batch_sizes.end());
@@ -389,7 +383,7 @@ json run_emulator_bench(const BenchOptions& options) {
   }
   const fs::path root =
       fs::temp_directory_path() / ("streamrl_emulator_" + std::to_string(::getpid()));
-  // Five rounds: one round's error per mode swings 0.0-0.45 with the load of this shared 2-core
+  // Five rounds: one round's error per mode swings 0.0-0.59 with the load of this shared 2-core
   // machine, and three runs of three rounds put the worst mode's median at 0.10-0.22.
   const int rounds = options.quick ? 1 : 5;
   Rounds log("emulator", options.threads > 0 ? options.threads : 2);
@@ -402,15 +396,21 @@ json run_emulator_bench(const BenchOptions& options) {
     log.add("worst_round_error_stage_calibrated", last["max_relative_error_stage_calibrated"]);
     const std::string baseline = last["colocate_baseline"];
     for (const auto& [label, m] : last["modes"].items()) {
-      if (m.contains("relative_error")) log.add("relative_error." + label, m["relative_error"]);
-      // The four modes, colocate by this round's fastest variant, under one name each round.
+      // The four modes, colocate by this round's fastest variant, under one name each round;
+      // each colocate variant also under its own.
       const bool headline = planner::label_mode(label) != planner::Mode::kColocate;
+      if (!headline && m.contains("relative_error")) {
+        log.add("relative_error." + label, m["relative_error"]);
+      }
       if (!headline && label != baseline) continue;
       const std::string mode = headline ? label : "colocate";
       if (m.contains("relative_error")) log.add("mode_error." + mode, m["relative_error"]);
       if (m.contains("calibrated_error")) log.add("mode_error_cal." + mode, m["calibrated_error"]);
-      // Which stage the profile misses: emulated over measured, per stage.
+      // Which stage the profile misses: emulated over measured, per stage. Not async's
+      // generation: its generator runs an iteration ahead, so its measured generate stage (the
+      // generator's busy time while the trainer collects) is not the emulated generation span.
       for (const char* stage : {"generate", "train"}) {
+        if (mode == "async" && std::string(stage) == "generate") continue;
         const std::string measured_key = std::string("measured_") + stage + "_s";
         if (!m.contains(measured_key) || !(m[measured_key].get<double>() > 0)) continue;
         log.add(std::string("predicted_over_measured.") + mode + "." + stage,

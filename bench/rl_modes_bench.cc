@@ -155,21 +155,24 @@ nlohmann::json summarize_run(const fs::path& run_dir) {
     idle_trainer.push_back(r["idle_fraction"]["trainer"].get<double>());
     samples.push_back(r["samples"].get<double>());
   }
-  // Every iteration's output lengths and zero-advantage flags (groups consecutive), for the step
-  // emulator (bench emulator) to replay exactly.
-  nlohmann::json lengths = nlohmann::json::array(), zero = nlohmann::json::array();
+  // Every iteration's output lengths and zero-advantage flags (groups consecutive) and which
+  // group each dynamic-sampling refill replaced, for the step emulator (bench emulator) to replay.
+  nlohmann::json lengths = nlohmann::json::array(), zero = nlohmann::json::array(),
+                 released = nlohmann::json::array();
   if (fs::exists(run_dir / "samples.jsonl")) {
     for (const auto& r : telemetry::MetricsLog::read(run_dir / "samples.jsonl")) {
       std::vector<int> l;
       for (double x : r["lengths"]) l.push_back(static_cast<int>(x));
       lengths.push_back(l);
       zero.push_back(r["zero_advantage"]);
+      released.push_back(r.value("released_after", nlohmann::json::array()));
     }
   }
   const double it = median(iter);
   return {{"iteration_s", it},
           {"lengths", lengths},
           {"zero_advantage", zero},
+          {"released_after", released},
           {"samples_per_s", median(samples) / std::max(1e-9, it)},
           {"generate_s", median(gen)},
           {"train_s", median(train)},

@@ -228,23 +228,45 @@ TEST_F(RlTrain, StreamDisaggAndColocateGiveTheSameParameters) {
 // drawn and the same step taken. The overlong penalty (buffer 23 of 24 tokens) makes the rewards
 // of a group differ by length, so that some groups are trained.
 TEST_F(RlTrain, DynamicSamplingKeepsTheSameUpdateInEveryMode) {
-  std::vector<nlohmann::json> dynamic;
+  std::vector<nlohmann::json> dynamic, samples;
   for (const char* mode : {"colocate", "disagg", "stream"}) {
-    auto r = run_streamrl({"train", "--config", dir_ + "/rl.yaml", std::string("mode=") + mode,
-                           std::string("run.name=dyn_") + mode, "train.iterations=1",
-                           "train.micro_batch_tokens=64", "train.optim.lr=1", "train.optim.eps=1",
-                           "rollout.dynamic_sampling.enabled=true",
-                           "rollout.dynamic_sampling.max_refills=4", "algo.overlong.buffer=23",
-                           "data.curriculum=pass_rate", "eval.n=0", "--json"});
+    auto r = run_streamrl(
+        {"train", "--config", dir_ + "/rl.yaml", std::string("mode=") + mode,
+         std::string("run.name=dyn_") + mode, "train.iterations=1", "train.micro_batch_tokens=64",
+         "train.optim.lr=1", "train.optim.eps=1", "rollout.dynamic_sampling.enabled=true",
+         "rollout.dynamic_sampling.max_refills=4", "algo.overlong.buffer=23",
+         "data.curriculum=pass_rate", "eval.n=0", "telemetry.samples=true", "--json"});
     ASSERT_EQ(r.exit_code, 0) << mode << ": " << r.output;
     for (const auto& rec : read_metrics(dir_ + "/runs/dyn_" + mode + "/metrics.jsonl")) {
       if (rec.contains("dynamic_sampling")) dynamic.push_back(rec["dynamic_sampling"]);
     }
+    const auto logged = read_metrics(dir_ + "/runs/dyn_" + mode + "/samples.jsonl");
+    ASSERT_EQ(logged.size(), 1u);
+    samples.push_back(logged[0]);
   }
   ASSERT_EQ(dynamic.size(), 3u);
   EXPECT_EQ(dynamic[0], dynamic[1]);
   EXPECT_EQ(dynamic[0], dynamic[2]);
   EXPECT_LE(dynamic[0]["refills"].get<int>(), 4);
+  // samples.jsonl groups by prompt, whatever order the samples came back in: the same in every
+  // mode. Each refill names a dropped group (every advantage 0), which one depends on the order
+  // the dropped groups completed in.
+  for (const auto& logged : samples) {
+    EXPECT_EQ(logged["lengths"], samples[0]["lengths"]);
+    EXPECT_EQ(logged["zero_advantage"], samples[0]["zero_advantage"]);
+    const auto released = logged["released_after"].get<std::vector<int>>();
+    const auto zero = logged["zero_advantage"].get<std::vector<int>>();
+    ASSERT_EQ(zero.size(), released.size() * 4);  // rl.yaml's group_size
+    int refills = 0;
+    for (size_t g = 0; g < released.size(); ++g) {
+      if (released[g] < 0) continue;
+      ++refills;
+      ASSERT_LT(static_cast<size_t>(released[g]), g);
+      for (int i = 0; i < 4; ++i) EXPECT_EQ(zero[released[g] * 4 + i], 1) << "group " << g;
+    }
+    EXPECT_EQ(refills, dynamic[0]["refills"].get<int>());
+  }
+  EXPECT_GT(dynamic[0]["refills"].get<int>(), 0);  // seed 3 drops groups: the check above ran
   const fs::path runs = fs::path(dir_) / "runs";
   const fs::path disagg = runs / "dyn_disagg/final/model.safetensors";
   EXPECT_GT(max_abs_difference(runs / "sft/final/model.safetensors", disagg), 1e-4);

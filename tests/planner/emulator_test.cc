@@ -124,6 +124,63 @@ TEST(Emulator, GroupsAreAdmittedAndTrainedTogether) {
   EXPECT_NEAR(g.finish[4], 1.5, 1e-9);
 }
 
+// Dynamic sampling: group 2 refills group 0 (dropped), so it is submitted only once group 0 is
+// in (1 s), or in whole-batch modes once the whole first wave is (group 1 at 3 s).
+Batch refill_batch() {
+  Batch b = equal_batch(3, 100);
+  b.output_tokens[1] = b.estimate[1] = 300;
+  b.released_after = {-1, -1, 0};
+  return b;
+}
+
+TEST(Emulator, RefillsWaitForTheGroupTheyReplace) {
+  const Batch b = refill_batch();
+  // On any of two instances (the refill's trigger may decode on the other one), the same times.
+  for (uint64_t seed = 0; seed < 6; ++seed) {
+    const std::vector<InstanceModel> two(2, constant_instance(0.01, 64));
+    GenerationResult g = simulate_generation(two, b, Dispatch::kRandom, 0, 0.2, seed);
+    EXPECT_NEAR(g.finish[2], 2.0, 1e-9);
+    EXPECT_NEAR(g.end, 3.0, 1e-9);
+    g = simulate_generation(two, b, Dispatch::kRandom, 0, 0.2, seed, nullptr, 0,
+                            RefillRelease::kOnWave);
+    EXPECT_NEAR(g.finish[2], 4.0, 1e-9);
+    EXPECT_NEAR(g.end, 4.0, 1e-9);
+    // Busy time counts decoding, not the wait for the release: group 1 for 3 s, the refill 1 s,
+    // group 0's second unless it decoded beside group 1.
+    EXPECT_NEAR(g.busy[0] + g.busy[1], g.instance_of_group[0] == g.instance_of_group[1] ? 4.0 : 5.0,
+                1e-9);
+  }
+  // Without the release, the refill decodes beside the others from the start.
+  Batch all_at_once = b;
+  all_at_once.released_after.clear();
+  EXPECT_NEAR(
+      simulate_generation({constant_instance(0.01, 64)}, all_at_once, Dispatch::kRandom, 0, 0.2, 0)
+          .finish[2],
+      1.0, 1e-9);
+}
+
+TEST(Emulator, WholeBatchModesRefillAfterTheWaveStreamingOnesOnArrival) {
+  EmulatorInput in = trivial(Mode::kColocate, 1);
+  in.batches[0] = refill_batch();
+  EXPECT_NEAR(emulate(in).iterations[0].gen_end, 4.0, 1e-9);
+  in.mode = Mode::kStream;
+  EXPECT_NEAR(emulate(in).iterations[0].gen_end, 3.0, 1e-9);
+}
+
+TEST(Emulator, RejectsReleasesThatNeverHappen) {
+  Batch b = refill_batch();
+  b.released_after = {1, 0, -1};  // a cycle
+  EXPECT_THROW(b.check(), InputError);
+  b.released_after = {-1, -1, 3};  // no such group
+  EXPECT_THROW(b.check(), InputError);
+  b.released_after = {-1, -1, 2};  // itself
+  EXPECT_THROW(b.check(), InputError);
+  b.released_after = {-1, 0};  // one per group
+  EXPECT_THROW(b.check(), InputError);
+  b.released_after = {-1, 2, 0};  // a refill of a refill: third wave
+  EXPECT_EQ(b.wave(1), 2);
+}
+
 TEST(Emulator, SkewAwareBeatsRandomOnALongTail) {
   // A fifth of the prompts are 20x longer; four instances whose step time grows with batch.
   InstanceModel m;

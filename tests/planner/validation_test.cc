@@ -142,6 +142,24 @@ TEST(Validation, RecordedZeroAdvantageFlagsSkipThoseGroups) {
   EXPECT_NEAR(r["modes"]["colocate"]["predicted_s"].get<double>(), 1.94, 1e-9);
 }
 
+TEST(Validation, RecordedRefillsWaitForTheGroupTheyReplaced) {
+  // Group 1 (all advantages 0) was dropped and group 2 submitted in its place: in colocate the
+  // refill decodes only after the first wave (1 s), so generation takes 2 s; training groups 0
+  // and 2, 880 tokens at 1000/s, and the 0.5 s step.
+  const json measured = {
+      {"workload", {{"group_size", 4}, {"iterations", 1}, {"prompt_tokens_mean", 10}}},
+      {"modes",
+       {{"colocate",
+         {{"iteration_s", 3.38},
+          {"lengths", {std::vector<int>(12, 100)}},
+          {"zero_advantage", {{0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0}}},
+          {"released_after", {{-1, -1, 1}}}}}}}};
+  MeasuredRun run = MeasuredRun::from_json(measured);
+  EXPECT_EQ(run.released_after.at("colocate"), (std::vector<std::vector<int>>{{-1, -1, 1}}));
+  const json r = compare_modes(run, {{"colocate", constant_setup(0.01)}});
+  EXPECT_NEAR(r["modes"]["colocate"]["predicted_s"].get<double>(), 3.38, 1e-9);
+}
+
 TEST(Validation, InterferenceSlowsOnlyOverlappingModes) {
   const json lengths = std::vector<int>(8, 100);
   const json measured = {

@@ -182,15 +182,17 @@ TEST(RlConfig, EnumSpellingsRoundTrip) {
 
 // The dedicated modes generate through the SGS, whose instances get sgs.max_batch_size slots, never
 // more than the engine's rollout.max_batch_size: a smaller rollout batch must not make the run
-// fail.
-TEST(RlRunConfig, GeneratorBatchIsTheSmallerOfTheTwoKeys) {
-  auto batch = [](const std::string& yaml) {
-    const std::string policy = "policy: {init_from: runs/sft_sum/final}\n";
-    return RlRunConfig::from_config(core::Config::from_string(policy + yaml)).generator_batch();
+// fail. The colocated engine has no SGS and runs rollout.max_batch_size.
+TEST(RlRunConfig, GenerationBatchIsTheSmallerOfTheTwoKeysBesideAnSgs) {
+  auto batch = [](const std::string& yaml, const std::string& mode = "disagg") {
+    const std::string policy = "policy: {init_from: runs/sft_sum/final}\nmode: " + mode + "\n";
+    return RlRunConfig::from_config(core::Config::from_string(policy + yaml)).generation_batch();
   };
   EXPECT_EQ(batch("rollout: {max_batch_size: 128}\nsgs: {max_batch_size: 64}\n"), 64);
   EXPECT_EQ(batch("rollout: {max_batch_size: 32}\nsgs: {max_batch_size: 64}\n"), 32);
   EXPECT_EQ(batch("rollout: {max_batch_size: 128}\nsgs: {max_batch_size: 128}\n"), 128);
+  EXPECT_EQ(batch("rollout: {max_batch_size: 128}\nsgs: {max_batch_size: 64}\n", "async"), 64);
+  EXPECT_EQ(batch("rollout: {max_batch_size: 128}\nsgs: {max_batch_size: 64}\n", "colocate"), 128);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "streamrl/core/batching_sim.h"
 
 #include <algorithm>
+#include <tuple>
 
 #include "streamrl/core/errors.h"
 
@@ -13,16 +14,20 @@ void BatchingSim::admit(int id, double tokens, double context) {
   context_.push_back(context);
 }
 
-const BatchingSim::Chunk& BatchingSim::decode_to_next_completion() {
+std::pair<double, double> BatchingSim::next_chunk(double max_steps) const {
   if (ids_.empty()) throw InputError("batching simulation: no running sequence to decode");
-  Chunk& c = chunk_;
-  c.steps = remaining_.front();
-  for (double r : remaining_) c.steps = std::min(c.steps, r);
+  double steps = std::max(1.0, max_steps);
+  for (double r : remaining_) steps = std::min(steps, r);
   double context = 0;
   for (double x : context_) context += x;
+  const double bs = static_cast<double>(ids_.size());
+  return {steps, steps * step_(bs, shared_context_ + context / bs + steps / 2.0)};
+}
+
+const BatchingSim::Chunk& BatchingSim::decode(double max_steps) {
+  Chunk& c = chunk_;
+  std::tie(c.steps, c.seconds) = next_chunk(max_steps);
   c.batch = running();
-  const double bs = static_cast<double>(c.batch);
-  c.seconds = c.steps * step_(bs, shared_context_ + context / bs + c.steps / 2.0);
   // Advances every sequence and drops the finished ones, keeping admission order.
   c.finished.clear();
   size_t kept = 0;

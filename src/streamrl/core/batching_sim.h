@@ -6,6 +6,7 @@
 #pragma once
 
 #include <functional>
+#include <utility>
 #include <vector>
 
 namespace streamrl::core {
@@ -36,7 +37,14 @@ class BatchingSim {
   // Decodes every running sequence up to the next completion(s): steps x step(batch, mean
   // context + steps / 2). Needs a running sequence. The chunk is valid until the next call (its
   // storage is reused: searches replay thousands of chunks).
-  const Chunk& decode_to_next_completion();
+  const Chunk& decode_to_next_completion() { return decode(kAll); }
+  // Decodes at most `max_steps` (>= 1) steps, fewer when a sequence completes sooner: the chunk
+  // up to a point where something else happens (another group admitted mid-way).
+  const Chunk& decode(double max_steps);
+  // The chunk decode(max_steps) would run, without running it: {steps, seconds}.
+  std::pair<double, double> next_chunk(double max_steps = kAll) const;
+
+  static constexpr double kAll = 1e300;
 
  private:
   const StepFn& step_;

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
+#include <queue>
 #include <random>
 #include <set>
 
@@ -51,44 +53,6 @@ int64_t pack_padded(std::vector<int>& lens, int64_t budget, bool more_coming) {
   lens.clear();
   for (size_t i : packs.keep) lens.push_back(static_cast<int>(lengths[i]));
   return padded;
-}
-
-// Continuous batching on one instance (core::BatchingSim): admits whole groups in `order` while
-// slots are free (one group always when idle, so an oversized group still runs) and prefills
-// them, the prompt of a group once (prefix sharing).
-double run_instance(const InstanceModel& inst, const Batch& b, const std::vector<int>& order,
-                    double start, std::vector<double>& finish, TraceWriter* trace, int tid,
-                    int iteration) {
-  core::BatchingSim sim(inst.step_seconds);
-  double t = start;
-  size_t next = 0;
-  while (true) {
-    double prefill = 0;
-    while (next < order.size() &&
-           (sim.running() == 0 || sim.running() + b.group_size <= inst.max_batch)) {
-      const int g = order[next++];
-      prefill += b.prompt_tokens[g];
-      for (int i = 0; i < b.group_size; ++i) {
-        const int s = g * b.group_size + i;
-        sim.admit(s, b.output_tokens[s], b.prompt_tokens[g]);
-      }
-    }
-    if (prefill > 0 && inst.prefill_tokens_per_s > 0) {
-      const double dt = prefill / inst.prefill_tokens_per_s;
-      if (trace) trace->span(kGenPid, tid, "prefill", t, dt, {{"iteration", iteration}});
-      t += dt;
-    }
-    if (sim.running() == 0) break;
-    const core::BatchingSim::Chunk& c = sim.decode_to_next_completion();
-    if (trace) {
-      trace->span(
-          kGenPid, tid, "decode", t, c.seconds,
-          {{"iteration", iteration}, {"batch", c.batch}, {"steps", static_cast<int>(c.steps)}});
-    }
-    t += c.seconds;
-    for (int s : c.finished) finish[s] = t;
-  }
-  return t - start;
 }
 
 }  // namespace
@@ -140,17 +104,129 @@ std::vector<int> skew_assignment(const std::vector<int>& by_length, const Batch&
   return inst;
 }
 
-// Runs every instance on its groups in `admission` order; returns the batch's end time.
+// Continuous batching on every instance (a core::BatchingSim each). An instance admits its
+// released groups, earliest released first and then in `admission` order, while slots are free
+// (one group always when idle, so an oversized group still runs) and prefills them, the prompt of
+// a group once (prefix sharing). A dynamic-sampling refill (Batch::released_after) is released
+// when the group it replaced completes, or with RefillRelease::kOnWave once its whole wave has.
+// Instances advance in time order, each by one decode chunk (to its next completion), so a group
+// released while its instance decodes a chunk is admitted at the chunk's end. Returns the end.
 double run_all(const std::vector<InstanceModel>& instances, const Batch& b,
                const std::vector<int>& instance_of_group, const std::vector<int>& admission,
-               double start, std::vector<double>& finish, std::vector<double>& busy,
-               TraceWriter* trace, int iteration) {
-  const int n = static_cast<int>(instances.size());
-  std::vector<std::vector<int>> order(n);
-  for (int g : admission) order[instance_of_group[g]].push_back(g);
+               double start, RefillRelease rule, std::vector<double>& finish,
+               std::vector<double>& busy, TraceWriter* trace, int iteration) {
+  const int n = static_cast<int>(instances.size()), groups = b.groups();
+  using Key = std::pair<double, int>;  // (release time, position in admission)
+  struct Instance {
+    core::BatchingSim sim;
+    std::priority_queue<Key, std::vector<Key>, std::greater<Key>> ready;
+    double t;
+  };
+  std::vector<Instance> inst;
+  inst.reserve(n);
   for (int i = 0; i < n; ++i) {
+    inst.push_back({core::BatchingSim(instances[i].step_seconds), {}, start});
     if (trace) trace->name_track(kGenPid, "generation", i, "instance " + std::to_string(i));
-    busy[i] = run_instance(instances[i], b, order[i], start, finish, trace, i, iteration);
+  }
+  std::vector<int> position(groups);
+  for (int p = 0; p < groups; ++p) position[admission[p]] = p;
+  auto release = [&](int g, double at) {
+    inst[instance_of_group[g]].ready.emplace(at, position[g]);
+  };
+  // Who waits on what: a refill on the group it replaced (waiting[group]), or with kOnWave on the
+  // wave before its own (waiting[wave]).
+  std::vector<std::vector<int>> waiting(groups);
+  std::vector<int> wave(groups, 0), wave_left;
+  std::vector<double> wave_end;
+  for (int g = 0; g < groups; ++g) {
+    const int after = b.released_after.empty() ? -1 : b.released_after[g];
+    if (after < 0) {
+      release(g, start);
+      continue;
+    }
+    wave[g] = b.wave(g);
+    waiting[rule == RefillRelease::kOnWave ? wave[g] - 1 : after].push_back(g);
+  }
+  if (rule == RefillRelease::kOnWave) {
+    const int waves = 1 + *std::max_element(wave.begin(), wave.end());
+    wave_left.assign(waves, 0);
+    wave_end.assign(waves, start);
+    for (int g = 0; g < groups; ++g) wave_left[wave[g]] += 1;
+  }
+  std::vector<int> left(groups, b.group_size);  // samples of each group still decoding
+  auto group_done = [&](int g, double t) {
+    if (rule == RefillRelease::kOnGroup) {
+      for (int d : waiting[g]) release(d, t);
+      return;
+    }
+    const int w = wave[g];
+    wave_end[w] = std::max(wave_end[w], t);
+    if (--wave_left[w] == 0) {
+      for (int d : waiting[w]) release(d, wave_end[w]);
+    }
+  };
+  auto admit = [&](int i) {
+    Instance& x = inst[i];
+    const InstanceModel& model = instances[i];
+    double prefill = 0;
+    while (!x.ready.empty() && x.ready.top().first <= x.t &&
+           (x.sim.running() == 0 || x.sim.running() + b.group_size <= model.max_batch)) {
+      const int g = admission[x.ready.top().second];
+      x.ready.pop();
+      prefill += b.prompt_tokens[g];
+      for (int j = 0; j < b.group_size; ++j) {
+        const int s = g * b.group_size + j;
+        x.sim.admit(s, b.output_tokens[s], b.prompt_tokens[g]);
+      }
+    }
+    if (prefill > 0 && model.prefill_tokens_per_s > 0) {
+      const double dt = prefill / model.prefill_tokens_per_s;
+      if (trace) trace->span(kGenPid, i, "prefill", x.t, dt, {{"iteration", iteration}});
+      x.t += dt;
+      busy[i] += dt;
+    }
+  };
+  // Events in time order: an idle instance admits at its next release; a running one decodes to
+  // its next completion, or only up to the step where a group released meanwhile can join it.
+  const double inf = std::numeric_limits<double>::infinity();
+  while (true) {
+    int i = -1;
+    double now = inf;
+    for (int k = 0; k < n; ++k) {
+      admit(k);
+      const Instance& x = inst[k];
+      const double release = x.ready.empty() ? inf : x.ready.top().first;
+      double next = std::max(x.t, release);
+      if (x.sim.running() > 0) {
+        const bool room = x.sim.running() + b.group_size <= instances[k].max_batch;
+        next = x.t + x.sim.next_chunk().second;
+        if (room && release < next) next = release;
+      }
+      if (next < now) now = next, i = k;
+    }
+    if (i < 0) break;
+    Instance& x = inst[i];
+    if (x.sim.running() == 0) {
+      x.t = now;  // admits at the top of the next round
+      continue;
+    }
+    // A release before the next completion: decode to the first step boundary at or after it
+    // (whole steps at this chunk's pace).
+    const auto [to_completion, seconds] = x.sim.next_chunk();
+    const double steps = now < x.t + seconds ? std::ceil((now - x.t) * to_completion / seconds)
+                                             : core::BatchingSim::kAll;
+    const core::BatchingSim::Chunk& c = x.sim.decode(steps);
+    if (trace) {
+      trace->span(
+          kGenPid, i, "decode", x.t, c.seconds,
+          {{"iteration", iteration}, {"batch", c.batch}, {"steps", static_cast<int>(c.steps)}});
+    }
+    x.t += c.seconds;
+    busy[i] += c.seconds;
+    for (int s : c.finished) {
+      finish[s] = x.t;
+      if (--left[s / b.group_size] == 0) group_done(s / b.group_size, x.t);
+    }
   }
   return *std::max_element(finish.begin(), finish.end());
 }
@@ -183,15 +259,16 @@ int choose_long_instances(const std::vector<InstanceModel>& instances, const Bat
   }
   std::vector<double> finish(b.samples()), busy(n);
   auto end = [&](int nl) {
+    std::fill(busy.begin(), busy.end(), 0.0);
     return run_all(instances, predicted, skew_assignment(by_length, b, n, nl, alpha), by_length, 0,
-                   finish, busy, nullptr, 0);
+                   RefillRelease::kOnGroup, finish, busy, nullptr, 0);
   };
   return end(eq2) < end(share) ? eq2 : share;
 }
 
 GenerationResult simulate_generation(const std::vector<InstanceModel>& instances, const Batch& b,
                                      Dispatch dispatch, double start, double alpha, uint64_t seed,
-                                     TraceWriter* trace, int iteration) {
+                                     TraceWriter* trace, int iteration, RefillRelease release) {
   b.check();
   const int n = static_cast<int>(instances.size());
   if (n == 0) throw InputError("generation needs at least one instance");
@@ -211,8 +288,8 @@ GenerationResult simulate_generation(const std::vector<InstanceModel>& instances
     r.instance_of_group =
         skew_assignment(admission, b, n, choose_long_instances(instances, b, alpha), alpha);
   }
-  r.end = run_all(instances, b, r.instance_of_group, admission, start, r.finish, r.busy, trace,
-                  iteration);
+  r.end = run_all(instances, b, r.instance_of_group, admission, start, release, r.finish, r.busy,
+                  trace, iteration);
   return r;
 }
 
@@ -242,9 +319,9 @@ EmulatorResult emulate(const EmulatorInput& in) {
         it.gen_start = its[k - 1].weights_ready;
       }
     }
-    GenerationResult g =
-        simulate_generation(in.instances, b, in.dispatch, it.gen_start, in.long_tail_fraction,
-                            in.seed + k, trace, static_cast<int>(k));
+    GenerationResult g = simulate_generation(
+        in.instances, b, in.dispatch, it.gen_start, in.long_tail_fraction, in.seed + k, trace,
+        static_cast<int>(k), streaming ? RefillRelease::kOnGroup : RefillRelease::kOnWave);
     it.gen_end = g.end;
     for (double s : g.busy) gen_busy += s;
     samples += b.samples();

@@ -74,11 +74,17 @@ struct GenerationResult {
   std::vector<int> instance_of_group;  // [groups]
 };
 
+// When a dynamic-sampling refill (Batch::released_after) goes to the generator: as soon as the
+// group it replaced is in (modes that score samples on arrival), or once every group of that
+// group's wave is (whole-batch modes score the batch after collecting it, then refill).
+enum class RefillRelease { kOnGroup, kOnWave };
+
 // Generates one batch from `start` on all instances. `trace` may be null; `iteration` labels spans.
 GenerationResult simulate_generation(const std::vector<InstanceModel>& instances,
                                      const Batch& batch, Dispatch dispatch, double start,
                                      double long_tail_fraction, uint64_t seed,
-                                     TraceWriter* trace = nullptr, int iteration = 0);
+                                     TraceWriter* trace = nullptr, int iteration = 0,
+                                     RefillRelease release = RefillRelease::kOnGroup);
 
 // N_l for skew-aware dispatch: the candidate split (Eq. 2's choice and a grid over 1..N-1) whose
 // emulated generation of the batch *as estimated* (each sample as long as its group's estimate)

@@ -57,7 +57,10 @@ MeasuredRun MeasuredRun::from_json(const json& j) {
   MeasuredRun r;
   const json* modes = j.contains("modes") ? &j["modes"] : &j;
   const json* workload = j.contains("workload") ? &j["workload"] : nullptr;
+  // The workload's batch (colocate's); without one, the largest per-mode batch stands for it.
+  const json* workload_batch = find_key({workload, &j}, {"max_batch_size", "max_batch"});
   try {
+    if (workload_batch) r.max_batch = workload_batch->get<int>();
     for (const auto& [label, m] : modes->items()) {
       if (!m.is_object()) continue;
       const std::string base = label.substr(0, label.find('_'));
@@ -68,7 +71,6 @@ MeasuredRun MeasuredRun::from_json(const json& j) {
         read_opt(scopes, {"prompts_per_iteration", "prompts"}, r.prompts);
         read_opt(scopes, {"group_size"}, r.group_size);
         read_opt(scopes, {"iterations"}, r.iterations);
-        read_opt({workload, &j}, {"max_batch_size", "max_batch"}, r.max_batch);
         read_opt(scopes, {"micro_batch_tokens"}, r.micro_batch_tokens);
         // rl_modes gives colocate all `cores` and splits them between generator and trainer.
         if (const json* c = find_key(scopes, {"cores"})) {
@@ -132,6 +134,9 @@ MeasuredRun MeasuredRun::from_json(const json& j) {
             r.skipped_groups[label].push_back(std::move(groups));
           }
         }
+        if (const json* a = find_key({&m}, {"released_after"}); a && a->size() == lens.size()) {
+          r.released_after[label] = a->get<std::vector<std::vector<int>>>();
+        }
       } else if (const json* per = find_key({&m}, {"response_length_per_iteration"})) {
         for (const auto& st : *per) {
           const int n = st.value("samples", r.prompts * r.group_size);
@@ -156,8 +161,7 @@ MeasuredRun MeasuredRun::from_json(const json& j) {
     throw InputError("rl_modes JSON: no modes (expected keys colocate/disagg/stream/async)");
   }
   if (r.group_size < 1) throw InputError("rl_modes JSON: group_size must be >= 1");
-  if (!find_key({workload, &j}, {"max_batch_size", "max_batch"}) && !r.batch.empty())
-    r.max_batch = 0;
+  if (!workload_batch && !r.batch.empty()) r.max_batch = 0;
   for (const auto& [label, b] : r.batch) r.max_batch = std::max(r.max_batch, b);
   return r;
 }
@@ -165,6 +169,13 @@ MeasuredRun MeasuredRun::from_json(const json& j) {
 int MeasuredRun::batch_of(const std::string& label) const {
   const auto it = batch.find(label);
   return it == batch.end() ? max_batch : it->second;
+}
+
+int MeasuredRun::dedicated_batch() const {
+  for (const auto& [label, seconds] : iteration_seconds) {
+    if (label_mode(label) != Mode::kColocate) return batch_of(label);
+  }
+  return max_batch;
 }
 
 namespace {
@@ -203,6 +214,11 @@ EmulatorInput make_input(const MeasuredRun& run, const std::string& label, const
       const int n = std::min(groups, skipped_it->second[at] / run.group_size);
       b.skipped.assign(groups, 0);
       for (int i = 0; i < n; ++i) b.skipped[static_cast<int64_t>(i) * groups / n] = 1;
+    }
+    if (const auto ra = run.released_after.find(label);
+        ra != run.released_after.end() && at < ra->second.size() &&
+        static_cast<int>(ra->second[at].size()) == groups) {
+      b.released_after = ra->second[at];
     }
     in.batches.push_back(std::move(b));
   }

@@ -23,7 +23,8 @@ namespace streamrl::planner {
 //               variant; each variant is compared on its own): {"iteration_s" | "iteration_seconds"
 //               | "stage_seconds": {"iteration"}
 //                           (steady state) | "wall_seconds" (all iterations),
-//                           "lengths": [[per-sample output tokens] per iteration] | [...] |
+//                           "lengths": [[per-sample output tokens] per iteration] | [...]
+//                           (with "zero_advantage" and "released_after" per iteration) |
 //                           "response_length_per_iteration": [{"p50", "p90", "max",
 //                                                              "samples", "skipped"}, ...] |
 //                           "response_length": {"p50", "p90", "max"}}, ...}}
@@ -50,6 +51,9 @@ struct MeasuredRun {
   // Which groups had zero advantage, per iteration, where the run recorded each sample's flag
   // ("zero_advantage": [[0|1 per sample]] beside "lengths"); preferred over the counts.
   std::map<std::string, std::vector<std::vector<int>>> skipped_groups;
+  // Per iteration, per group: -1, or the group a dynamic-sampling refill replaced (Batch::
+  // released_after), where the run recorded it ("released_after" beside "lengths").
+  std::map<std::string, std::vector<std::vector<int>>> released_after;
   std::map<std::string, nlohmann::json> stage_seconds;
   // Measured generation and training seconds per iteration ("generate_s"/"train_s" or
   // stage_seconds.generate/.train), for the stage-calibrated prediction.
@@ -58,6 +62,8 @@ struct MeasuredRun {
   static MeasuredRun from_json(const nlohmann::json& j);
   // The batch the run labelled `label` generated at: its own, else max_batch.
   int batch_of(const std::string& label) const;
+  // The batch of the dedicated modes' SGS instances (all alike), else max_batch.
+  int dedicated_batch() const;
 };
 
 // One mode's emulator inputs measured on this machine.

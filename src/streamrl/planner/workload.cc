@@ -4,6 +4,7 @@
 #include <cmath>
 #include <iterator>
 #include <numeric>
+#include <string>
 
 #include "streamrl/core/errors.h"
 
@@ -88,6 +89,27 @@ void Batch::check() const {
   for (int v : prompt_tokens) {
     if (v < 0) throw InputError("prompt lengths must be non-negative");
   }
+  if (released_after.empty()) return;
+  if (released_after.size() != prompt_tokens.size()) {
+    throw InputError("batch sizes disagree: released_after != groups");
+  }
+  for (int g = 0; g < groups(); ++g) {
+    const int p = released_after[g];
+    if (p < -1 || p >= groups() || p == g) {
+      throw InputError("released_after[" + std::to_string(g) + "] = " + std::to_string(p) +
+                       " is not -1 or another group");
+    }
+  }
+  for (int g = 0; g < groups(); ++g) wave(g);  // throws on a cycle
+}
+
+int Batch::wave(int group) const {
+  int w = 0;
+  for (int g = group; !released_after.empty() && released_after[g] >= 0; g = released_after[g]) {
+    if (++w > groups())
+      throw InputError("released_after has a cycle through group " + std::to_string(group));
+  }
+  return w;
 }
 
 Batch draw_batch(const LengthDistribution& dist, const BatchSpec& spec, uint64_t seed) {

@@ -36,8 +36,13 @@ struct Batch {
   // [groups] 1 = the group's rewards were all equal (zero advantage): generated but not trained,
   // as the trainer skips such samples. Empty = every group is trained.
   std::vector<uint8_t> skipped;
+  // [groups] DAPO dynamic sampling: -1 = submitted with the batch; g = a refill, submitted once
+  // group g (dropped for equal rewards) was in. Empty = every group is submitted with the batch.
+  std::vector<int> released_after;
 
   bool trained(int group) const { return skipped.empty() || !skipped[group]; }
+  // 0 for a group submitted with the batch, else 1 + the wave of the group it replaced.
+  int wave(int group) const;
 
   int groups() const { return static_cast<int>(prompt_tokens.size()); }
   int samples() const { return static_cast<int>(output_tokens.size()); }

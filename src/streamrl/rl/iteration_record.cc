@@ -1,6 +1,8 @@
 #include "streamrl/rl/iteration_record.h"
 
 #include <algorithm>
+#include <map>
+#include <numeric>
 
 #include "streamrl/tasks/length_stats.h"
 
@@ -112,6 +114,36 @@ IterationRecord iteration_record(const RlRunConfig& c, int64_t it, const Iterati
     rec["pipeline"] = std::move(pipe);
   }
   return {std::move(rec), reward_mean, mean_len};
+}
+
+nlohmann::json sample_record(int64_t done, const IterationStats& st) {
+  std::vector<size_t> order(st.lengths.size());
+  std::iota(order.begin(), order.end(), 0);
+  const bool by_prompt = st.prompts.size() == order.size();
+  if (by_prompt) {
+    // Samples of a group are recorded in sample order, so a stable sort keeps it.
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return st.prompts[a] < st.prompts[b]; });
+  }
+  std::vector<double> lengths;
+  std::vector<int> zero;
+  std::map<int, int> group_of;  // prompt index -> position of its group
+  for (size_t i : order) {
+    lengths.push_back(st.lengths[i]);
+    zero.push_back(st.zero_advantage[i]);
+    if (by_prompt) group_of.emplace(st.prompts[i], static_cast<int>(group_of.size()));
+  }
+  std::vector<int> released_after(group_of.size(), -1);
+  for (const auto& [prompt, group] : group_of) {
+    const auto r = st.replaced.find(prompt);
+    if (r == st.replaced.end()) continue;
+    const auto dropped = group_of.find(r->second);
+    if (dropped != group_of.end()) released_after[group] = dropped->second;
+  }
+  return {{"step", done},
+          {"lengths", lengths},
+          {"zero_advantage", zero},
+          {"released_after", released_after}};
 }
 
 }  // namespace streamrl::rl

@@ -32,4 +32,10 @@ IterationRecord iteration_record(const RlRunConfig& c, int64_t it, const Iterati
                                  const RlLoop& loop, double iteration_s,
                                  const dist::ProcessGroup* group);
 
+// The line of samples.jsonl for iteration step `done` (1-based), what the step emulator replays:
+// {"step", "lengths", "zero_advantage"} per sample, grouped by prompt (the iteration's prompts in
+// order, then the refills in the order they were submitted), and "released_after" per group: -1,
+// or for a dynamic-sampling refill the position of the dropped group it replaced.
+nlohmann::json sample_record(int64_t done, const IterationStats& st);
+
 }  // namespace streamrl::rl

@@ -150,6 +150,7 @@ UpdateResult RlLoop::run_iteration(int64_t k, IterationStats* st) {
   }
   refused_ = b.refused;
   dynamic_ = {{"dropped_groups", b.dropped_groups}, {"refills", b.refills}};
+  st->replaced = b.replaced;
   filtered_ = b.filtered;
   if (c_.data.curriculum.enabled) {
     // In prompt and sample order, so the window holds the same outcomes in every mode.
@@ -216,11 +217,12 @@ void RlLoop::submit(int64_t k) {
   gen_->submit(std::move(requests));
 }
 
-// Dynamic sampling: one more prompt for iteration k, in place of a dropped group.
-void RlLoop::submit_refill(int64_t k) {
+// Dynamic sampling: one more prompt for iteration k, in place of the dropped group `replaced`.
+void RlLoop::submit_refill(int64_t k, int replaced) {
   IterationBatch& b = batches_.at(k);
   const int i = c_.prompts_per_iteration + b.refills * world_ + rank_;
   b.refills += 1;
+  b.replaced[i] = replaced;
   b.problems[i] = problem(k, i);
   gen_->submit({request(k, i)});
 }
@@ -349,7 +351,7 @@ void RlLoop::complete_group(int64_t j, int i) {
     b.dropped_groups += 1;
     for (auto& x : g) b.dropped.push_back(std::move(x));
     g.clear();
-    if (b.refills < c_.dynamic_sampling.max_refills) submit_refill(j);
+    if (b.refills < c_.dynamic_sampling.max_refills) submit_refill(j, i);
     return;
   }
   const std::vector<double> adv = group_advantages(rewards, c_.adv);
@@ -366,7 +368,8 @@ void RlLoop::complete_group(int64_t j, int i) {
   g.clear();
 }
 
-void RlLoop::record(const ScoredSample& s, IterationStats* st) {
+void RlLoop::record(const ScoredSample& s, IterationStats* st) const {
+  st->prompts.push_back(static_cast<int>(s.sample.request_id % stride_));
   st->rewards.push_back(s.reward);
   st->scores.push_back(s.score);
   st->lengths.push_back(static_cast<double>(s.sample.output_ids.size()));

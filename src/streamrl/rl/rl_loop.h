@@ -35,6 +35,9 @@ int generator_track(int rank);
 struct IterationStats {
   std::vector<double> rewards, scores, lengths;
   std::vector<int> zero_advantage;  // per sample, 1 when its advantage is 0
+  std::vector<int> prompts;         // per sample, its prompt's index in the iteration
+  // Dynamic sampling: refill prompt index -> the index of the dropped prompt it replaced.
+  std::map<int, int> replaced;
   std::vector<int64_t> versions;
   int64_t generated_tokens = 0;
   // Tool-using tasks: the model's turns and tool calls of the samples scored this iteration.
@@ -54,6 +57,7 @@ struct IterationBatch {
   // (algo.overlong.filter). They count in the iteration's statistics, not in the update.
   std::vector<ScoredSample> dropped;
   int refills = 0, dropped_groups = 0, filtered = 0;
+  std::map<int, int> replaced;    // refill prompt index -> the dropped prompt it replaced
   std::map<int, double> weights;  // curriculum acceptance weights when the batch was drawn
   // (prompt index, sample index, difficulty, score) of every scored sample, for the curriculum.
   std::vector<std::tuple<int, int, int, double>> outcomes;
@@ -91,7 +95,7 @@ class RlLoop {
  private:
   int own_prompts() const;
   void submit(int64_t k);
-  void submit_refill(int64_t k);
+  void submit_refill(int64_t k, int replaced);
   tasks::Problem problem(int64_t k, int i) const;
   engine::Request request(int64_t k, int i) const;
   engine::Sample next_sample(IterationStats* st);
@@ -104,7 +108,7 @@ class RlLoop {
   static size_t received(const IterationBatch& b);
   // Pipeline stages: shows `step` the next iteration's samples when they are all in already.
   void preview_next(int64_t k, TrainerStep& step, IterationStats* st);
-  static void record(const ScoredSample& s, IterationStats* st);
+  void record(const ScoredSample& s, IterationStats* st) const;
 
   const RlRunConfig& c_;
   const tasks::Task& task_;

@@ -155,7 +155,7 @@ std::unique_ptr<RolloutGenerator> RlRoles::make_generator(const RlRunConfig& c,
   // Colocated, the engine runs the trainer's module itself (no weight transfer); otherwise a
   // private copy on its own threads and cores.
   sgs::SgsConfig sgs = c.sgs;
-  sgs.dispatch.max_batch_size = c.generator_batch();
+  sgs.dispatch.max_batch_size = c.generation_batch();
   if (sgs.devices.empty()) sgs.devices = {device};
   return core::traits(c.mode).dedicated_generator
              ? RolloutGenerator::dedicated(whole, ec, sgs, start_iteration)

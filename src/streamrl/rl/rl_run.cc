@@ -185,8 +185,7 @@ nlohmann::json run_rl(const RlRunConfig& c, const std::string& resolved_config_y
     }
     out.metrics->write(r.json);
     if (out.sample_log) {
-      out.sample_log->write(
-          {{"step", done}, {"lengths", st.lengths}, {"zero_advantage", st.zero_advantage}});
+      out.sample_log->write(sample_record(done, st));
     }
     char status[96];
     std::snprintf(status, sizeof(status), "reward %.3f len %.0f kl %.4f %.1fs/it", r.reward_mean,

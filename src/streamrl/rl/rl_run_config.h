@@ -45,10 +45,14 @@ struct RlRunConfig {
   float temperature = 1.0f;
   float top_p = 1.0f;
   int max_batch_size = 64;  // engine slots
-  // The most samples one SGS instance (the dedicated modes' generators) runs at once:
-  // sgs.max_batch_size slots, never more than its engine has (rollout.max_batch_size). The
+  // The most samples this mode's generator runs at once: in the dedicated modes an SGS instance's
+  // sgs.max_batch_size slots, never more than its engine has (rollout.max_batch_size); the
   // colocated engine has no SGS and runs max_batch_size.
-  int generator_batch() const { return std::min(max_batch_size, sgs.dispatch.max_batch_size); }
+  int generation_batch() const {
+    return core::traits(mode).dedicated_generator
+               ? std::min(max_batch_size, sgs.dispatch.max_batch_size)
+               : max_batch_size;
+  }
   DynamicSamplingOptions dynamic_sampling;
   // training
   int iterations = 50;
@@ -81,8 +85,9 @@ struct RlRunConfig {
   double sample_timeout_s = 600;  // longest wait for the next sample before the run fails
   bool trace = true;              // write <run>/trace.json
   bool tensorboard = false;       // TensorBoard event files beside metrics.jsonl
-  // Write <run>/samples.jsonl: per iteration, each trained sample's output length and whether
-  // its advantage was 0, groups consecutive (the step emulator replays them).
+  // Write <run>/samples.jsonl: per iteration, each sample's output length and whether its
+  // advantage was 0, grouped by prompt, and which refill replaced which dropped group
+  // (rl::sample_record; the step emulator replays them).
   bool sample_log = false;
   // periodic work (0 disables)
   int eval_every = 10;
